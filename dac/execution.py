@@ -1,0 +1,55 @@
+"""What a leaf does with a task: load the job's functions, run the call serially.
+
+A task payload is ``pickle((task id, function key, depth, argument bytes))``; the
+argument bytes are ``pickle((args, kwargs))`` (kept separate so the root can compare
+them when it replays the recursion).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from . import context
+from .serialize import dumps, loads
+
+
+def load_table(entries: dict) -> dict:
+    """Unpickle the job's ``{key: SpawnFunction}`` table.
+
+    Classes and functions of the user's script arrive by value; they are also put in this
+    process's ``__main__`` so that arguments and results naming ``__main__.X`` resolve
+    here as they do on the root.
+    """
+    table = {key: loads(blob) for key, blob in entries.items()}
+    main = sys.modules["__main__"]
+    for sf in table.values():
+        g = getattr(sf.fn, "__globals__", None)
+        if g is not None and g.get("__name__") == "__main__" and g is not vars(main):
+            for name, value in g.items():
+                if not name.startswith("__") and not hasattr(main, name):
+                    setattr(main, name, value)
+    return table
+
+
+def run_task_payload(payload: bytes, table: dict):
+    """Run one task; returns ``(task id, pickled result)``."""
+    tid, key, depth, argblob = loads(payload)
+    args, kwargs = loads(argblob)
+    sf = table[key]
+    value = context.run_serially(sf, args, kwargs, depth, use_leaf=True)
+    return tid, dumps(value, f"the result of {sf.describe(args, kwargs)}")
+
+
+def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
+    """What the root needs to raise ``TaskError`` for a failed task."""
+    import os
+    import socket
+    call = "?"
+    try:
+        _tid, key, _depth, argblob = loads(payload)
+        args, kwargs = loads(argblob)
+        call = f"{key.split('#')[0]}({', '.join(repr(a)[:40] for a in args)})"
+    except Exception:                                       # noqa: BLE001
+        pass
+    return {"type": type(exc).__name__, "message": str(exc), "traceback": tb,
+            "task": call, "where": f"leaf pid {os.getpid()} on {socket.gethostname()}"}

@@ -1,0 +1,176 @@
+"""Expansion and replay: how the root turns a recursive call into tasks and back.
+
+The root runs the top of the recursion. A call at the spawn depth (or whose ``cutoff``
+holds) becomes a task and returns a pending future; a call above it runs here. A frame
+that must ``sync`` on a pending future is suspended (abandoned) and its parent goes on,
+so one pass finds every task the top of the recursion can reach. The tasks are solved
+by the leaves; then the root runs the top again, now with their results known, which
+performs the combine steps. Frames that finish are remembered by their call path, so a
+program whose later spawns depend on earlier results takes several rounds, each
+re-running only what is unfinished.
+
+Both passes must make the same calls with the same arguments: every call is recorded by
+its path (the indices of the calls leading to it) with its function and a digest of its
+arguments, and a difference raises ``ReplayMismatchError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+
+from . import context
+from .errors import ReplayMismatchError, SyncError, TaskError
+from .future import Future
+from .serialize import dumps, dumps_function
+
+MAX_AUTO_DEPTH = 48
+
+
+class Suspend(BaseException):
+    """Raised in a frame that syncs on a pending future (never seen by user code that
+    catches ``Exception``)."""
+
+
+class Frame:
+    __slots__ = ("path", "depth", "nchild", "children")
+
+    def __init__(self, path, depth):
+        self.path, self.depth, self.nchild, self.children = path, depth, 0, []
+
+
+class Task:
+    """A call at the spawn depth, ready to send: its id, path and payload."""
+
+    __slots__ = ("tid", "path", "sf", "payload", "call")
+
+    def __init__(self, tid, path, sf, payload, call):
+        self.tid, self.path, self.sf, self.payload, self.call = tid, path, sf, payload, call
+
+
+class Expansion:
+    """The context of the root's passes over the top of the recursion."""
+
+    def __init__(self, auto_depth: int):
+        self.auto_depth = auto_depth
+        self.records: dict = {}      # path -> (function key, argument digest)
+        self.results: dict = {}      # path of a task -> its value
+        self.finished: dict = {}     # path of a frame above the spawn depth -> its value
+        self.tasks: dict = {}        # path -> Task, every task ever found
+        self.new_tasks: list = []    # tasks found by the current pass
+        self.stack: list = []
+
+    # one pass -----------------------------------------------------------------
+    def run_pass(self, sf, args, kwargs):
+        """Run the top call once; returns ``(done, value)``."""
+        self.new_tasks = []
+        saved = context.current
+        context.current = self
+        try:
+            fut = self._call(sf, args, kwargs, (), 0)
+        finally:
+            context.current = saved
+        return fut.done(), (fut.result() if fut.done() else None)
+
+    def call(self, sf, args, kwargs) -> Future:
+        frame = self.stack[-1]
+        path = frame.path + (frame.nchild,)
+        frame.nchild += 1
+        fut = self._call(sf, args, kwargs, path, frame.depth + 1)
+        frame.children.append(fut)
+        return fut
+
+    def is_task(self, sf, args, kwargs, depth) -> bool:
+        if sf.cutoff is not None:
+            return depth >= MAX_AUTO_DEPTH * 4 or bool(sf.cutoff(*args, **kwargs))
+        limit = sf.depth if sf.depth is not None else self.auto_depth
+        return depth >= limit
+
+    def _call(self, sf, args, kwargs, path, depth) -> Future:
+        call = sf.describe(args, kwargs)
+        argblob = dumps((args, kwargs), f"an argument of {call}")
+        self._check(path, sf, argblob, call)
+        if self.is_task(sf, args, kwargs, depth):
+            if path in self.results:
+                return Future(self.results[path], call)
+            if path not in self.tasks:
+                tid = len(self.tasks)
+                payload = dumps((tid, sf.key, depth, argblob), f"task {call}")
+                task = Task(tid, path, sf, payload, call)
+                self.tasks[path] = task
+                self.new_tasks.append(task)
+            return Future(call=call)
+        if path in self.finished:
+            return Future(self.finished[path], call)
+        frame = Frame(path, depth)
+        self.stack.append(frame)
+        try:
+            value = sf.fn(*args, **kwargs)
+            if not all(f.done() for f in frame.children):     # implicit sync at return
+                return Future(call=call)
+        except Suspend:
+            return Future(call=call)
+        except (TaskError, ReplayMismatchError, SyncError):
+            raise
+        except Exception as exc:
+            raise TaskError(type(exc).__name__, str(exc), traceback.format_exc(),
+                            call, "the root, above the spawn depth") from exc
+        finally:
+            self.stack.pop()
+        self.finished[path] = value
+        return Future(value, call)
+
+    def _check(self, path, sf, argblob, call) -> None:
+        digest = hashlib.blake2b(argblob, digest_size=16).digest()
+        seen = self.records.get(path)
+        if seen is None:
+            self.records[path] = (sf.key, digest, call)
+        elif seen[0] != sf.key or seen[1] != digest:
+            raise ReplayMismatchError(
+                f"the recursion above the spawn depth changed between passes: call "
+                f"#{'.'.join(map(str, path)) or 'top'} was {seen[2]} and is now {call}. "
+                f"Calls above the spawn depth must be deterministic (no randomness or "
+                f"outside state); lower the spawn depth or make them deterministic.")
+
+    # sync -----------------------------------------------------------------------
+    def sync(self, futures):
+        if any(isinstance(f, Future) and not f.done() for f in futures):
+            raise Suspend()
+        return context._values(futures)
+
+    def sync_all(self):
+        if not all(f.done() for f in self.stack[-1].children):
+            raise Suspend()
+        return None
+
+
+def function_table(tasks, sent: set) -> dict:
+    """``{key: pickled SpawnFunction}`` for the functions of ``tasks`` not yet sent."""
+    table = {}
+    for t in tasks:
+        if t.sf.key not in sent and t.sf.key not in table:
+            table[t.sf.key] = dumps_function(t.sf)
+    return table
+
+
+def choose_depth(sf, args, kwargs, target: int, fixed=None) -> Expansion:
+    """The first pass, at the shallowest automatic depth giving ``target`` tasks.
+
+    Deepening stops when the count reaches ``target``, stops growing (the recursion
+    ended), or the depth reaches ``MAX_AUTO_DEPTH``.
+    """
+    if fixed is not None:
+        exp = Expansion(fixed)
+        exp.first = exp.run_pass(sf, args, kwargs)
+        return exp
+    previous = -1
+    depth = 1
+    while True:
+        exp = Expansion(depth)
+        exp.first = exp.run_pass(sf, args, kwargs)
+        count = len(exp.new_tasks)
+        if count >= target or count == previous or depth >= MAX_AUTO_DEPTH \
+                or exp.first[0]:
+            return exp
+        previous = count
+        depth += 1

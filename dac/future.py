@@ -1,0 +1,34 @@
+"""The value of a spawned call, available after ``sync``."""
+
+from __future__ import annotations
+
+from .errors import SyncError
+
+_PENDING = object()
+
+
+class Future:
+    """What a ``@spawn`` call returns inside a computation.
+
+    A future is *done* once its value is known. ``sync(f)`` waits for it and returns
+    the value; ``f.result()`` returns the value of a done future.
+    """
+
+    __slots__ = ("_value", "_call")
+
+    def __init__(self, value=_PENDING, call: str = ""):
+        self._value = value
+        self._call = call
+
+    def done(self) -> bool:
+        return self._value is not _PENDING
+
+    def result(self):
+        if self._value is _PENDING:
+            raise SyncError(f"the result of {self._call or 'this spawned call'} is not "
+                            f"known yet: call sync() on it first")
+        return self._value
+
+    def __repr__(self) -> str:
+        state = f"done value={self._value!r}" if self.done() else "pending"
+        return f"<Future {self._call} {state}>"

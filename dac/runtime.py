@@ -1,0 +1,210 @@
+"""``run`` and ``Runtime``: a computation on a tree of spawned MPI processes.
+
+``Runtime`` spawns the tree once and keeps it for several ``run`` calls; ``dac.run``
+makes a ``Runtime`` for one call. Each run expands the top of the recursion on the root,
+lets the tree solve the tasks (rounds, when later spawns depend on earlier results),
+replays the top to combine, and gathers the statistics. A failure or Ctrl-C ends every
+process of the tree before the error reaches the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from .errors import DacError, TaskError
+from .expansion import choose_depth, function_table
+from .serialize import loads
+from .spawn import SpawnFunction
+
+LEAF_MODES = ("persistent", "spawn")
+_OPTIONS = ("procs", "branches", "min_procs", "tasks_per_leaf", "steal_factor",
+            "leaf_mode", "depth", "prefetch", "low_water")
+
+
+@dataclass
+class RunReport:
+    """What one run gives back: the value, the time inside ``run`` and the statistics.
+
+    ``stats`` holds the totals ``spawns``, ``batches``, ``steals_local``,
+    ``steals_remote``, ``steals_failed``, ``tasks``, ``startup_s``, plus ``rounds``,
+    ``depth`` and a ``processes`` list (role, cluster, host, pid, cpu_s, tasks, busy_s,
+    idle_s, ...), root first.
+    """
+
+    result: object
+    elapsed_s: float
+    stats: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"result": self.result, "elapsed_s": self.elapsed_s, "stats": self.stats}
+
+
+def _check_options(options: dict) -> dict:
+    from stealing.plan import StealParams
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown dac option(s) {', '.join(unknown)}; known: "
+                        f"{', '.join(_OPTIONS)}")
+    opts = dict(options)
+    procs = opts.get("procs")
+    if procs is None:
+        procs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+    if isinstance(procs, bool) or not isinstance(procs, int) or procs < 1:
+        raise ValueError(f"procs must be an integer >= 1 (leaf processes), got {procs!r}")
+    opts["procs"] = procs
+    opts["params"] = StealParams(opts.pop("branches", 2), opts.pop("min_procs", 2),
+                                 opts.pop("tasks_per_leaf", 5),
+                                 opts.pop("steal_factor", 2.0))
+    mode = opts.setdefault("leaf_mode", "persistent")
+    if mode not in LEAF_MODES:
+        raise ValueError(f"leaf_mode must be one of {', '.join(LEAF_MODES)}, got {mode!r}")
+    depth = opts.get("depth")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
+                              or depth < 0):
+        raise ValueError(f"depth must be an integer >= 0, got {depth!r}")
+    return opts
+
+
+class Runtime:
+    """A process tree kept alive across several ``run`` calls.
+
+    >>> with Runtime(procs=2) as rt:             # doctest: +SKIP
+    ...     rt.run(fib, 30), rt.run(fib, 31)
+
+    ``topology`` is None (this machine, all cores; ``procs=`` changes the count).
+    Options: ``procs``, ``branches``, ``min_procs``, ``tasks_per_leaf``, ``steal_factor``
+    (the thesis' parameters), ``leaf_mode`` (``"persistent"`` or ``"spawn"``: a new leaf
+    process per batch), ``depth`` (spawn depth; automatic by default), ``prefetch``
+    (leaves ask for the next batch while finishing the last task), ``low_water``
+    (routers ask their parent when their pool falls below it).
+    """
+
+    def __init__(self, topology=None, **options):
+        if topology is not None:
+            raise DacError("topology files are not supported yet: pass topology=None "
+                           "and procs=N")
+        self.options = _check_options(options)
+        self.scheduler = None
+        self.report: RunReport | None = None
+        self._spawned_in_run = False
+
+    # life cycle -------------------------------------------------------------------
+    def _plan(self):
+        from stealing.plan import plan_subtree
+        p = self.options["params"]
+        return plan_subtree(self.options["procs"], p, "root", 0)
+
+    def start(self) -> "Runtime":
+        if self.scheduler is None:
+            from stealing.root import RootScheduler
+            sched = RootScheduler(self._plan(), self.options["params"],
+                                  self.options["leaf_mode"],
+                                  self.options.get("prefetch", True),
+                                  self.options.get("low_water", 0))
+            self.scheduler = sched
+            try:
+                sched.start()
+            except BaseException:
+                self.close()
+                raise
+            self._spawned_in_run = True
+        return self
+
+    def close(self) -> None:
+        """Stop every process of the tree (idempotent)."""
+        sched, self.scheduler = self.scheduler, None
+        if sched is not None:
+            sched.stop()
+
+    def __enter__(self) -> "Runtime":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # running ----------------------------------------------------------------------
+    def run(self, fn, *args, **kwargs):
+        """Run ``fn(*args, **kwargs)`` on the tree and return its value."""
+        return self.run_report(fn, *args, **kwargs).result
+
+    def run_report(self, fn, *args, **kwargs) -> RunReport:
+        """Like ``run`` but returns a ``RunReport`` (value, elapsed_s, stats)."""
+        if not isinstance(fn, SpawnFunction):
+            raise TypeError(f"dac runs functions decorated with @dac.spawn, got {fn!r}")
+        t0 = time.perf_counter()
+        opts = self.options
+        target = self._task_target()
+        exp = choose_depth(fn, args, kwargs, target, opts.get("depth"))
+        done, value = exp.first
+        rounds = 0
+        stats_list = []
+        startup = 0.0
+        if not done:
+            spawned_here = self.scheduler is None
+            self.start()
+            sched = self.scheduler
+            try:
+                sched.begin_job()
+                while not done:
+                    rounds += 1
+                    tasks = exp.new_tasks
+                    if not tasks:
+                        raise DacError("the computation is waiting on futures that no "
+                                       "task will produce")
+                    table = function_table(tasks, sched.sent_keys)
+                    blobs = sched.solve([t.payload for t in tasks], table)
+                    by_tid = {t.tid: t for t in tasks}
+                    for tid, blob in blobs.items():
+                        exp.results[by_tid[tid].path] = loads(blob)
+                    done, value = exp.run_pass(fn, args, kwargs)
+                stats_list = sched.end_job()
+                if spawned_here:
+                    startup = sched.startup_s or 0.0
+            except BaseException as exc:
+                self._abort(exc)
+                raise self._translate(exc) from None
+        elapsed = time.perf_counter() - t0
+        from stealing.stats import totals
+        stats = totals(stats_list, startup)
+        stats["rounds"] = rounds
+        stats["depth"] = exp.auto_depth
+        self.report = RunReport(value, elapsed, stats)
+        return self.report
+
+    def _task_target(self) -> int:
+        from stealing.plan import _tasks_per_branch, split_procs, splits
+        p, procs = self.options["params"], self.options["procs"]
+        if splits(procs, p):
+            first = sum(_tasks_per_branch(n, p) for n in split_procs(procs, p.branches))
+        else:
+            first = procs * p.tasks_per_leaf
+        return max(16 * procs, int(2 * first))
+
+    def _abort(self, exc) -> None:
+        self.close()
+
+    @staticmethod
+    def _translate(exc):
+        from stealing.root import RootStop
+        if isinstance(exc, RootStop):
+            i = exc.info
+            return TaskError(i["type"], i["message"], i["traceback"], i["task"],
+                             i["where"])
+        return exc
+
+
+def run(fn, *args, topology=None, **options):
+    """Run ``fn(*args)`` on a fresh process tree and return its value."""
+    return run_report(fn, *args, topology=topology, **options).result
+
+
+def run_report(fn, *args, topology=None, **options) -> RunReport:
+    """Run ``fn(*args)`` on a fresh process tree; returns value, time and statistics."""
+    rt = Runtime(topology, **options)
+    try:
+        return rt.run_report(fn, *args)
+    finally:
+        rt.close()

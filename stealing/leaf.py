@@ -1,0 +1,135 @@
+"""A leaf process: solves batches of tasks and returns the results (Algorithm 5.3.2).
+
+Returning results *is* the steal request. To hide the round trip, a leaf sends the
+results it has and asks for more when it starts the last task of its batch, so the next
+batch is usually there when that task ends. A persistent leaf loops over batches; a
+spawn-per-batch leaf (the thesis' model) solves one batch and exits.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import time
+import traceback
+from collections import deque
+
+from . import protocol as P
+from .stats import Meter
+
+
+class Leaf:
+    """The state of one leaf: its batch, its unsent results and its job's functions."""
+
+    def __init__(self, MPI, parent, init: dict, mailbox):
+        self.parent = parent
+        self.mailbox = mailbox
+        self.meter = Meter("leaf", init.get("cluster", "local"))
+        self.want = init["params"]["tasks_per_leaf"]
+        self.one_shot = bool(init.get("one_shot"))
+        self.prefetch = bool(init.get("prefetch", True)) and not self.one_shot
+        self.tasks: deque = deque()
+        self.results: list = []
+        self.table: dict = {}
+        self.requested = False     # a steal request is waiting for its answer
+        self.exhausted = False     # the parent said "no more"
+        self.failed = False        # a task raised: wait to be stopped
+        self.working = False       # got a batch in this job (idle time counts from then)
+        self.ready_sent = False
+        self.stopped = False
+
+    def send(self, tag, obj) -> None:
+        self.mailbox.send(self.parent, obj, 0, tag)
+
+    # messages ------------------------------------------------------------------
+    def handle(self, tag, payload) -> None:
+        if tag == P.TASKS:
+            self.tasks.extend(payload)
+            self.requested = self.exhausted = False
+            self.working = True
+            self.meter.record["batches"] += 1
+        elif tag == P.NOMORE:
+            self.requested = False
+            self.exhausted = True
+        elif tag == P.JOB:
+            self.load_job(payload)
+        elif tag == P.STATS_REQ:
+            self.send(P.STATS, [self.meter.snapshot()])
+        elif tag == P.STOP:
+            self.send(P.BYE, [])
+            self.stopped = True
+        else:
+            raise RuntimeError(f"leaf: unexpected {P.NAMES.get(tag, tag)}")
+
+    def load_job(self, job) -> None:
+        from dac.execution import load_table
+        job_id, entries = job
+        if job_id != getattr(self, "job_id", None):
+            self.job_id = job_id
+            self.meter.reset()
+            self.working = self.exhausted = self.requested = False
+        self.table.update(load_table(entries))
+        if not self.ready_sent:
+            self.ready_sent = True
+            rec = self.meter.record
+            self.send(P.READY, [(rec["pid"], rec["host"], "leaf")])
+
+    # the work loop -------------------------------------------------------------
+    def ask(self) -> None:
+        results, self.results = self.results, []
+        self.requested = True
+        self.send(P.RESULTS, (results, self.want, None))
+
+    def run_one(self) -> None:
+        from dac.execution import run_task_payload
+        payload = self.tasks.popleft()
+        t0 = time.perf_counter()
+        try:
+            tid, blob = run_task_payload(payload, self.table)
+        except BaseException as exc:            # noqa: BLE001 - reported to the root
+            self.report_error(payload, exc)
+            return
+        self.meter.record["busy_s"] += time.perf_counter() - t0
+        self.meter.record["tasks"] += 1
+        self.results.append((tid, blob))
+
+    def report_error(self, payload, exc) -> None:
+        from dac.execution import describe_failure
+        self.send(P.ERROR, describe_failure(payload, exc, traceback.format_exc()))
+        self.failed = True
+        self.tasks.clear()
+        self.results = []
+
+    def serve(self, watchdog) -> None:
+        mb, comms = self.mailbox, [self.parent]
+        while not self.stopped:
+            if self.tasks and not self.failed:
+                got = mb.poll(comms)
+                if got is not None:
+                    self.handle(got[2], got[3])
+                    continue
+                if (self.prefetch and len(self.tasks) == 1 and not self.requested
+                        and not self.exhausted):
+                    self.ask()
+                self.run_one()
+                continue
+            if self.one_shot and self.working and not self.failed:
+                rec = self.meter.snapshot()
+                self.send(P.RESULTS, (self.results, self.want, rec))
+                return
+            if self.working and not self.failed:
+                if not self.exhausted and not self.requested:
+                    self.ask()
+                elif self.exhausted and self.results:
+                    results, self.results = self.results, []
+                    self.send(P.RESULTS, (results, 0, None))
+            t0 = time.perf_counter()
+            _, _, tag, payload = mb.wait(comms, on_idle=watchdog)
+            if self.working:
+                self.meter.record["idle_s"] += time.perf_counter() - t0
+            self.handle(tag, payload)
+
+
+def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
+    Leaf(MPI, parent, init, mailbox).serve(watchdog)
+    sys.stdout.flush()

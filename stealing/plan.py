@@ -1,0 +1,139 @@
+"""The shape of the router tree and the initial task counts (thesis §5.3.2).
+
+A process holding ``np`` processors splits them among ``branches`` child routers when
+``np >= min_procs * branches`` (child ``i`` gets ``np // branches + (1 if i < np %
+branches else 0)``); otherwise it spawns one leaf per processor (Algorithm 5.3.2).
+``tasks_per_branch`` is the thesis' ``qtdTarefasRamo`` (Figure 5.3): how many tasks a
+parent sends down a branch at the start so that every router can answer
+``steal_factor`` rounds of steals from its own pool before it asks upwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class StealParams:
+    """The four stealing parameters of the thesis, validated on construction."""
+
+    branches: int = 2
+    min_procs: int = 2
+    tasks_per_leaf: int = 5
+    steal_factor: float = 2.0
+
+    def __post_init__(self):
+        _check_int("branches", self.branches, 2)
+        _check_int("min_procs", self.min_procs, 1)
+        _check_int("tasks_per_leaf", self.tasks_per_leaf, 1)
+        sf = self.steal_factor
+        if isinstance(sf, bool) or not isinstance(sf, (int, float)):
+            raise TypeError(f"steal_factor must be a number > 1, got {sf!r}")
+        if not sf > 1:
+            raise ValueError(f"steal_factor must be > 1 (extra steals a router serves "
+                             f"locally), got {sf!r}")
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+
+
+def split_procs(np: int, branches: int) -> list[int]:
+    """Processors of each child router when ``np`` is split among ``branches``."""
+    return [np // branches + (1 if i < np % branches else 0) for i in range(branches)]
+
+
+def splits(np: int, params: StealParams) -> bool:
+    """True when a process with ``np`` processors spawns routers, not leaves."""
+    return np >= params.min_procs * params.branches
+
+
+def tasks_per_branch(np, branches=2, min_procs=2, tasks_per_leaf=5, steal_factor=2.0):
+    """qtdTarefasRamo: tasks a parent sends down a branch holding ``np`` processors.
+
+    >>> tasks_per_branch(7, 2, 2, 5, 2)   # thesis Figure 5.4
+    220
+    """
+    params = StealParams(branches, min_procs, tasks_per_leaf, steal_factor)
+    _check_int("np", np, 1)
+    return _tasks_per_branch(np, params)
+
+
+@lru_cache(maxsize=None)
+def _tasks_per_branch(np: int, params: StealParams) -> int:
+    if not splits(np, params):
+        return _round(np * params.tasks_per_leaf * params.steal_factor)
+    total = sum(_tasks_per_branch(p, params) for p in split_procs(np, params.branches))
+    return _round(total * params.steal_factor)
+
+
+def _round(x) -> int:
+    return int(round(x))
+
+
+@dataclass
+class TreeNode:
+    """One process of the planned tree: its role, processors and initial tasks.
+
+    ``tasks`` is how many tasks its parent sends it at the start (``tasks_per_leaf``
+    for a leaf, ``tasks_per_branch(procs)`` for a router; the root generates its own).
+    ``cluster`` and ``host`` say where it runs.
+    """
+
+    role: str                      # "root" | "router" | "leaf"
+    procs: int
+    tasks: int
+    cluster: str = "local"
+    host: str = "localhost"
+    children: list["TreeNode"] = field(default_factory=list)
+
+    def leaves(self) -> list["TreeNode"]:
+        if self.role == "leaf":
+            return [self]
+        return [leaf for child in self.children for leaf in child.leaves()]
+
+    def walk(self):
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def to_dict(self) -> dict:
+        return {"role": self.role, "cluster": self.cluster, "host": self.host,
+                "procs": self.procs, "tasks": self.tasks,
+                "children": [c.to_dict() for c in self.children]}
+
+    def render(self, indent: str = "") -> str:
+        """The tree as text, one process a line (thesis Figure 5.4)."""
+        line = (f"{indent}{self.role} procs={self.procs} tasks={self.tasks} "
+                f"cluster={self.cluster} host={self.host}")
+        return "\n".join([line] + [c.render(indent + "  ") for c in self.children])
+
+
+def plan_subtree(procs: int, params: StealParams, role: str, tasks: int,
+                 cluster: str = "local", host: str = "localhost") -> TreeNode:
+    """The subtree of a process with ``procs`` processors (Algorithm 5.3.2)."""
+    node = TreeNode(role, procs, tasks, cluster, host)
+    if splits(procs, params):
+        for p in split_procs(procs, params.branches):
+            node.children.append(plan_subtree(p, params, "router",
+                                              _tasks_per_branch(p, params), cluster, host))
+    else:
+        node.children = [TreeNode("leaf", 1, params.tasks_per_leaf, cluster, host)
+                         for _ in range(procs)]
+    return node
+
+
+def plan_tree(np: int, branches=2, min_procs=2, tasks_per_leaf=5, steal_factor=2.0,
+              cluster: str = "local", host: str = "localhost") -> TreeNode:
+    """The process tree for ``np`` processors on one cluster, rooted at the root.
+
+    The root plays the first non-leaf of the thesis: it splits into routers when
+    ``np >= min_procs * branches`` and spawns leaves itself otherwise.
+    """
+    params = StealParams(branches, min_procs, tasks_per_leaf, steal_factor)
+    _check_int("np", np, 1)
+    return plan_subtree(np, params, "root", 0, cluster, host)

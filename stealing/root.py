@@ -1,0 +1,187 @@
+"""The root's side of the tree: spawn it, feed it rounds of tasks, collect, stop.
+
+The root is a node without a parent (Algorithm 5.3.1 with the task generator on top):
+its pool is filled by the expansion of the user's call; it answers steals that reach it,
+and "no more" when its pool is empty.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+
+from . import protocol as P
+from .node import Node
+from .stats import Meter, totals
+
+
+class RootStop(Exception):
+    """A child reported a task failure; ``info`` holds its description."""
+
+    def __init__(self, info: dict):
+        super().__init__(info.get("message", ""))
+        self.info = info
+
+
+class Root(Node):
+    """The root node: results land here, statistics end here."""
+
+    def take_results(self, results) -> None:
+        self.collected.update(results)
+
+    def on_ready(self, payload) -> None:
+        self.ready += sum(1 for _p, _h, role in payload if role == "leaf")
+        if self.ready >= self.leaf_slots and self.startup_end is None:
+            self.startup_end = time.perf_counter()
+
+    def on_error(self, payload) -> None:
+        self.errors.append(payload)
+
+    def on_stats_done(self) -> None:
+        self.stats_done = True
+
+
+class RootScheduler:
+    """Owns the process tree of one ``Runtime``."""
+
+    def __init__(self, plan, params, leaf_mode="persistent", prefetch=True,
+                 low_water=0):
+        self.plan = plan                   # stealing.plan.TreeNode rooted at the root
+        self.params = params
+        self.leaf_mode = leaf_mode
+        self.prefetch = prefetch
+        self.low_water = low_water
+        self.node = None
+        self.job_id = 0
+        self.sent_keys: set = set()
+        self.started_at = None
+
+    # life cycle ----------------------------------------------------------------
+    def start(self) -> None:
+        import mpi4py
+        mpi4py.rc.threads = False
+        from mpi4py import MPI
+        from .waiting import Mailbox
+        self.started_at = time.perf_counter()
+        params = self.params
+        config = {
+            "params": {"branches": params.branches, "min_procs": params.min_procs,
+                       "tasks_per_leaf": params.tasks_per_leaf,
+                       "steal_factor": params.steal_factor},
+            "leaf_mode": self.leaf_mode, "prefetch": self.prefetch,
+            "low_water": self.low_water, "sys_path": [p for p in sys.path if p],
+            "root_pid": os.getpid(), "root_host": socket.gethostname(),
+        }
+        meter = Meter("root", self.plan.cluster)
+        node = Root(MPI, Mailbox(MPI), meter, params, config, parent=None)
+        node.collected, node.ready, node.startup_end = {}, 0, None
+        node.leaf_slots = len(self.plan.leaves())
+        node.stats_done = False
+        self.node = node
+        node.spawn_children(self.plan.to_dict())
+
+    @property
+    def startup_s(self) -> float | None:
+        n = self.node
+        if n is None or n.startup_end is None:
+            return None
+        return n.startup_end - self.started_at
+
+    def begin_job(self) -> None:
+        self.job_id += 1
+        self.node.errors = []
+
+    def solve(self, payloads: list, table: dict) -> dict:
+        """Solve one round of tasks: ``{task id: pickled result}``."""
+        node = self.node
+        new = {k: v for k, v in table.items() if k not in self.sent_keys}
+        if new or self.job_id != getattr(self, "_announced", None):
+            node.start_job((self.job_id, new))
+            self.sent_keys.update(new)
+            self._announced = self.job_id
+        node.collected = {}
+        node.add_tasks(payloads)
+        want = len(payloads)
+        while len(node.collected) < want:
+            self._step()
+        return node.collected
+
+    def _step(self, timeout=None) -> bool:
+        node = self.node
+        got = node.mailbox.wait(node.comms, timeout=timeout)
+        if got is None:
+            return False
+        index, source, tag, payload = got
+        node.handle_child(node.comms[index], source, tag, payload)
+        if node.errors:
+            raise RootStop(node.errors[0])
+        return True
+
+    def end_job(self) -> list:
+        """Per-process statistics of the job (root first)."""
+        node = self.node
+        node.stats_done = False
+        node.request_stats()
+        while not node.stats_done:
+            self._step()
+        return node.collected_stats()
+
+    def totals(self, processes, startup_s) -> dict:
+        return totals(processes, startup_s)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop every process of the tree; kill what does not stop in time."""
+        node = self.node
+        if node is None:
+            return
+        self.node = None
+        node.errors = []
+        pids = [p for c in node.children for p in c.pids]
+        try:
+            node.begin_stop()
+            deadline = time.monotonic() + timeout
+            while node.stopping > 0 and time.monotonic() < deadline:
+                got = node.mailbox.wait(node.comms, timeout=0.2)
+                if got is not None:
+                    index, source, tag, payload = got
+                    if tag == P.BYE:
+                        node.stopping -= 1
+                        pids.extend(payload)
+                    elif tag == P.READY:
+                        pids.extend(p for p, _h, _r in payload)
+            clean = node.stopping == 0
+            if clean:
+                node.finish_stop()
+        except Exception:                                   # noqa: BLE001
+            clean = False
+        if not clean:
+            _kill(pids)
+        _wait_gone(pids, 5.0)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _kill(pids) -> None:
+    for pid in set(pids):
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _wait_gone(pids, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while any(_alive(p) for p in set(pids)) and time.monotonic() < deadline:
+        time.sleep(0.01)

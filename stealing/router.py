@@ -1,0 +1,48 @@
+"""A router process: a node between the root and the leaves (Algorithm 5.3.1)."""
+
+from __future__ import annotations
+
+from . import protocol as P
+from .node import Node
+from .plan import StealParams
+from .stats import Meter
+
+
+class Router(Node):
+    """Serves its children's steals from its pool before asking its parent."""
+
+    def on_stats_done(self) -> None:
+        self.send_up(P.STATS, self.collected_stats())
+        self.stats_wait = None
+
+
+def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
+    """Spawn the subtree of ``init['plan']`` and route tasks until told to stop."""
+    plan = init["plan"]
+    meter = Meter("router", plan.get("cluster", "local"))
+    params = StealParams(**init["params"])
+    config = {k: v for k, v in init.items() if k not in ("role", "plan")}
+    node = Router(MPI, mailbox, meter, params, config, parent=parent)
+    node.quota_of_self = max(1, plan["tasks"])
+    node.spawn_children(plan)
+    rec = meter.record
+    node.send_up(P.READY, [(rec["pid"], rec["host"], "router")])
+    while node.stopping != 0:
+        index, source, tag, payload = mailbox.wait([parent] + node.comms, on_idle=watchdog)
+        if index > 0:
+            node.handle_child(node.comms[index - 1], source, tag, payload)
+        elif tag == P.TASKS:
+            node.add_tasks(payload)
+        elif tag == P.NOMORE:
+            node.on_nomore()
+        elif tag == P.JOB:
+            node.start_job(payload)
+        elif tag == P.STATS_REQ:
+            node.request_stats()
+        elif tag == P.STOP:
+            node.begin_stop()
+        else:
+            raise RuntimeError(f"router: unexpected {P.NAMES.get(tag, tag)} from parent")
+    pids = node.subtree_pids()
+    node.finish_stop()
+    node.send_up(P.BYE, pids)

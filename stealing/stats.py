@@ -1,0 +1,61 @@
+"""Satin-style statistics of a run: one record per process, and their totals."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+TOTAL_KEYS = ("spawns", "batches", "steals_local", "steals_remote", "steals_failed")
+
+
+def new_record(role: str, cluster: str = "local") -> dict:
+    """A fresh per-process record; counters start at zero for a job."""
+    return {"role": role, "cluster": cluster, "host": socket.gethostname(),
+            "pid": os.getpid(), "cpu_s": 0.0, "tasks": 0, "busy_s": 0.0, "idle_s": 0.0,
+            "spawns": 0, "batches": 0, "steals_local": 0, "steals_remote": 0,
+            "steals_failed": 0}
+
+
+class Meter:
+    """Measures a process's CPU seconds over one job."""
+
+    def __init__(self, role: str, cluster: str = "local"):
+        self.role, self.cluster = role, cluster
+        self.reset()
+
+    def reset(self) -> None:
+        self.record = new_record(self.role, self.cluster)
+        self._cpu0 = time.process_time()
+
+    def snapshot(self) -> dict:
+        rec = dict(self.record)
+        rec["cpu_s"] = time.process_time() - self._cpu0
+        return rec
+
+
+def totals(processes: list[dict], startup_s: float) -> dict:
+    """The run's totals (``spawns``, ``batches``, steals, ``startup_s``, ``tasks``)."""
+    out = {key: sum(p.get(key, 0) for p in processes) for key in TOTAL_KEYS}
+    out["tasks"] = sum(p["tasks"] for p in processes if p["role"] == "leaf")
+    out["startup_s"] = round(startup_s, 6)
+    out["processes"] = processes
+    return out
+
+
+def format_stats(stats: dict) -> str:
+    """A short human table of the statistics, printed by the demos."""
+    lines = [
+        f"start-up {stats['startup_s']:.3f} s, {stats['spawns']} spawns, "
+        f"{stats['tasks']} tasks in {stats['batches']} batches; steals: "
+        f"{stats['steals_local']} local, {stats['steals_remote']} remote, "
+        f"{stats['steals_failed']} failed",
+        f"{'role':<7}{'cluster':<10}{'host':<16}{'pid':>8}{'tasks':>8}{'batches':>8}"
+        f"{'busy s':>9}{'idle s':>9}{'cpu s':>9}",
+    ]
+    for p in stats["processes"]:
+        lines.append(
+            f"{p['role']:<7}{p['cluster'][:9]:<10}{p['host'][:15]:<16}{p['pid']:>8}"
+            f"{p['tasks']:>8}{p['batches']:>8}{p['busy_s']:>9.3f}{p['idle_s']:>9.3f}"
+            f"{p['cpu_s']:>9.3f}")
+    return "\n".join(lines)

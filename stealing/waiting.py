@@ -1,0 +1,86 @@
+"""Waiting for messages without burning a core.
+
+MPICH's blocking receives spin at 100% CPU (``../notes/mpi-facts.md``): on a 2-core
+machine one idle router spinning halves the leaves' speed. Every wait in dac is an
+``Iprobe`` loop with a capped exponential backoff sleep: right after a message the
+next probe comes within tens of microseconds; an idle process settles at one probe
+per ``max_sleep`` (about 0.5% of a core), so a steal is answered within a few ms.
+Sends are non-blocking (``isend``) and completed by the same loop, so two processes
+sending large messages to each other never deadlock.
+"""
+
+from __future__ import annotations
+
+import time
+
+MIN_SLEEP = 20e-6
+MAX_SLEEP = 2e-3
+
+
+class Mailbox:
+    """Receives from a set of intercommunicators and completes pending sends."""
+
+    def __init__(self, MPI, min_sleep: float = MIN_SLEEP, max_sleep: float = MAX_SLEEP):
+        self.MPI = MPI
+        self.min_sleep = min_sleep
+        self.max_sleep = max_sleep
+        self._pending = []
+        self._status = MPI.Status()
+
+    # sending -----------------------------------------------------------------
+    def send(self, comm, obj, dest: int, tag: int) -> None:
+        req = comm.isend(obj, dest=dest, tag=tag)
+        if not req.Test():
+            self._pending.append(req)
+
+    def progress(self) -> None:
+        if self._pending:
+            self._pending = [r for r in self._pending if not r.Test()]
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Complete every pending send; False if ``timeout`` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = self.min_sleep
+        while True:
+            self.progress()
+            if not self._pending:
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, self.max_sleep)
+
+    # receiving ---------------------------------------------------------------
+    def poll(self, comms):
+        """One non-blocking look: ``(index, source, tag, payload)`` or None."""
+        self.progress()
+        status = self._status
+        for i, comm in enumerate(comms):
+            if comm is None:
+                continue
+            msg = comm.improbe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG, status)
+            if msg is not None:
+                return i, status.Get_source(), status.Get_tag(), msg.recv()
+        return None
+
+    def wait(self, comms, timeout: float | None = None, on_idle=None):
+        """Block (sleeping) until a message arrives on one of ``comms``.
+
+        Returns ``(index, source, tag, payload)``, or None after ``timeout`` seconds.
+        ``on_idle`` is called every ~second of waiting (a watchdog hook).
+        """
+        delay = self.min_sleep
+        start = time.monotonic()
+        next_idle = start + 1.0
+        while True:
+            got = self.poll(comms)
+            if got is not None:
+                return got
+            now = time.monotonic()
+            if timeout is not None and now - start > timeout:
+                return None
+            if on_idle is not None and now > next_idle:
+                on_idle()
+                next_idle = now + 1.0
+            time.sleep(delay)
+            delay = min(delay * 2, self.max_sleep)
