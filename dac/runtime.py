@@ -19,6 +19,7 @@ from .serialize import loads
 from .spawn import SpawnFunction
 
 LEAF_MODES = ("persistent", "spawn")
+last_report = None      # the report of this process's latest run (read by `dac run --json`)
 _OPTIONS = ("procs", "branches", "min_procs", "tasks_per_leaf", "steal_factor",
             "leaf_mode", "depth", "prefetch", "low_water")
 
@@ -171,7 +172,8 @@ class Runtime:
         stats = totals(stats_list, startup)
         stats["rounds"] = rounds
         stats["depth"] = exp.auto_depth
-        self.report = RunReport(value, elapsed, stats)
+        global last_report
+        self.report = last_report = RunReport(value, elapsed, stats)
         return self.report
 
     def _task_target(self) -> int:
