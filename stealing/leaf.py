@@ -8,7 +8,7 @@ spawn-per-batch leaf (the thesis' model) solves one batch and exits.
 
 from __future__ import annotations
 
-import pickle
+import signal
 import sys
 import time
 import traceback
@@ -16,6 +16,14 @@ from collections import deque
 
 from . import protocol as P
 from .stats import Meter
+
+
+class Abort(BaseException):
+    """SIGTERM from the root: the run is ending and this leaf is in the middle of a task."""
+
+
+def _on_sigterm(signum, frame):
+    raise Abort()
 
 
 class Leaf:
@@ -86,6 +94,8 @@ class Leaf:
         t0 = time.perf_counter()
         try:
             tid, blob = run_task_payload(payload, self.table)
+        except Abort:
+            raise
         except BaseException as exc:            # noqa: BLE001 - reported to the root
             self.report_error(payload, exc)
             return
@@ -131,5 +141,16 @@ class Leaf:
 
 
 def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
-    Leaf(MPI, parent, init, mailbox).serve(watchdog)
+    """Run the leaf; on SIGTERM (the root stopping a run mid-task) leave cleanly:
+    take the STOP message, say BYE, and let the caller disconnect."""
+    leaf = Leaf(MPI, parent, init, mailbox)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        leaf.serve(watchdog)
+    except Abort:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        got = mailbox.wait([parent], timeout=2.0)
+        while got is not None and got[2] != P.STOP:
+            got = mailbox.wait([parent], timeout=2.0)
+        leaf.send(P.BYE, [])
     sys.stdout.flush()

@@ -33,6 +33,8 @@ class Root(Node):
         self.collected.update(results)
 
     def on_ready(self, payload) -> None:
+        here = socket.gethostname()
+        self.leaf_pids.extend(p for p, h, role in payload if role == "leaf" and h == here)
         self.ready += sum(1 for _p, _h, role in payload if role == "leaf")
         if self.ready >= self.leaf_slots and self.startup_end is None:
             self.startup_end = time.perf_counter()
@@ -78,6 +80,7 @@ class RootScheduler:
         meter = Meter("root", self.plan.cluster)
         node = Root(MPI, Mailbox(MPI), meter, params, config, parent=None)
         node.collected, node.ready, node.startup_end = {}, 0, None
+        node.leaf_pids = []
         node.leaf_slots = len(self.plan.leaves())
         node.stats_done = False
         self.node = node
@@ -132,18 +135,30 @@ class RootScheduler:
     def totals(self, processes, startup_s) -> dict:
         return totals(processes, startup_s)
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop every process of the tree; kill what does not stop in time."""
+    def stop(self, grace: float = 1.0, timeout: float = 10.0) -> None:
+        """Stop every process of the tree.
+
+        STOP goes down the tree; a leaf answers between two tasks. Leaves of this host
+        still busy after ``grace`` seconds get SIGTERM, which ends their task (a Python
+        task at once, a compiled one when it returns); what is left after ``timeout``
+        is killed.
+        """
         node = self.node
         if node is None:
             return
         self.node = None
         node.errors = []
         pids = [p for c in node.children for p in c.pids]
+        leaves = list(node.leaf_pids)
         try:
             node.begin_stop()
-            deadline = time.monotonic() + timeout
+            start = time.monotonic()
+            deadline = start + timeout
+            termed = False
             while node.stopping > 0 and time.monotonic() < deadline:
+                if not termed and time.monotonic() > start + grace:
+                    termed = True
+                    _signal(leaves, signal.SIGTERM)
                 got = node.mailbox.wait(node.comms, timeout=0.2)
                 if got is not None:
                     index, source, tag, payload = got
@@ -173,10 +188,14 @@ def _alive(pid: int) -> bool:
 
 
 def _kill(pids) -> None:
+    _signal(pids, signal.SIGKILL)
+
+
+def _signal(pids, sig) -> None:
     for pid in set(pids):
         if _alive(pid):
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
             except OSError:
                 pass
 
