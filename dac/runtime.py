@@ -21,7 +21,7 @@ from .spawn import SpawnFunction
 LEAF_MODES = ("persistent", "spawn")
 last_report = None      # the report of this process's latest run (read by `dac run --json`)
 _OPTIONS = ("procs", "branches", "min_procs", "tasks_per_leaf", "steal_factor",
-            "leaf_mode", "depth", "prefetch", "low_water")
+            "leaf_mode", "depth", "prefetch", "low_water", "root_helps")
 
 
 @dataclass
@@ -80,7 +80,8 @@ class Runtime:
     (the thesis' parameters), ``leaf_mode`` (``"persistent"`` or ``"spawn"``: a new leaf
     process per batch), ``depth`` (spawn depth; automatic by default), ``prefetch``
     (leaves ask for the next batch while finishing the last task), ``low_water``
-    (routers ask their parent when their pool falls below it).
+    (routers ask their parent when their pool falls below it), ``root_helps`` (the root
+    solves tasks while the leaves start up; default on).
     """
 
     def __init__(self, topology=None, **options):
@@ -156,7 +157,9 @@ class Runtime:
                         raise DacError("the computation is waiting on futures that no "
                                        "task will produce")
                     table = function_table(tasks, sched.sent_keys)
-                    blobs = sched.solve([t.payload for t in tasks], table)
+                    local = {t.sf.key: t.sf for t in tasks} if opts.get("root_helps", True) \
+                        else None
+                    blobs = sched.solve([t.payload for t in tasks], table, local)
                     by_tid = {t.tid: t for t in tasks}
                     for tid, blob in blobs.items():
                         exp.results[by_tid[tid].path] = loads(blob)

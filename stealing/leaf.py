@@ -80,7 +80,7 @@ class Leaf:
         if not self.ready_sent:
             self.ready_sent = True
             rec = self.meter.record
-            self.send(P.READY, [(rec["pid"], rec["host"], "leaf")])
+            self.send(P.READY, [(rec["pid"], rec["host"], "leaf", time.time())])
 
     # the work loop -------------------------------------------------------------
     def ask(self) -> None:

@@ -134,7 +134,7 @@ class Node:
                 child.want, child.asked, child.waited = want, True, False
             self.distribute()
         elif tag == P.READY:
-            child.pids.extend(p for p, _h, _r in payload)
+            child.pids.extend(entry[0] for entry in payload)
             self.on_ready(payload)
         elif tag == P.ERROR:
             self.on_error(payload)

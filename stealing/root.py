@@ -34,10 +34,15 @@ class Root(Node):
 
     def on_ready(self, payload) -> None:
         here = socket.gethostname()
-        self.leaf_pids.extend(p for p, h, role in payload if role == "leaf" and h == here)
-        self.ready += sum(1 for _p, _h, role in payload if role == "leaf")
+        for pid, host, role, when in payload:
+            if role != "leaf":
+                continue
+            if host == here:
+                self.leaf_pids.append(pid)
+            self.ready += 1
+            self.last_ready = max(self.last_ready, when)
         if self.ready >= self.leaf_slots and self.startup_end is None:
-            self.startup_end = time.perf_counter()
+            self.startup_end = self.last_ready
 
     def on_error(self, payload) -> None:
         self.errors.append(payload)
@@ -67,7 +72,7 @@ class RootScheduler:
         mpi4py.rc.threads = False
         from mpi4py import MPI
         from .waiting import Mailbox
-        self.started_at = time.perf_counter()
+        self.started_at = time.time()
         params = self.params
         config = {
             "params": {"branches": params.branches, "min_procs": params.min_procs,
@@ -79,7 +84,7 @@ class RootScheduler:
         }
         meter = Meter("root", self.plan.cluster)
         node = Root(MPI, Mailbox(MPI), meter, params, config, parent=None)
-        node.collected, node.ready, node.startup_end = {}, 0, None
+        node.collected, node.ready, node.startup_end, node.last_ready = {}, 0, None, 0.0
         node.leaf_pids = []
         node.leaf_slots = len(self.plan.leaves())
         node.stats_done = False
@@ -97,8 +102,13 @@ class RootScheduler:
         self.job_id += 1
         self.node.errors = []
 
-    def solve(self, payloads: list, table: dict) -> dict:
-        """Solve one round of tasks: ``{task id: pickled result}``."""
+    def solve(self, payloads: list, table: dict, local_table: dict | None = None) -> dict:
+        """Solve one round of tasks: ``{task id: pickled result}``.
+
+        Until every leaf is ready (spawned interpreters start cold), the root itself
+        solves tasks from the tail of its pool with ``local_table``'s functions, checking
+        for messages between two tasks; afterwards it only schedules.
+        """
         node = self.node
         new = {k: v for k, v in table.items() if k not in self.sent_keys}
         if new or self.job_id != getattr(self, "_announced", None):
@@ -109,8 +119,33 @@ class RootScheduler:
         node.add_tasks(payloads)
         want = len(payloads)
         while len(node.collected) < want:
+            if local_table and node.startup_end is None and node.pool:
+                got = node.mailbox.poll(node.comms)
+                if got is None:
+                    self._run_here(node.pool.pop(), local_table)
+                    continue
+                index, source, tag, payload = got
+                node.handle_child(node.comms[index], source, tag, payload)
+                if node.errors:
+                    raise RootStop(node.errors[0])
+                continue
             self._step()
         return node.collected
+
+    def _run_here(self, payload, local_table) -> None:
+        from dac.execution import describe_failure, run_task_payload
+        rec = self.node.meter.record
+        t0 = time.perf_counter()
+        try:
+            tid, blob = run_task_payload(payload, local_table)
+        except Exception as exc:                            # noqa: BLE001
+            import traceback
+            info = describe_failure(payload, exc, traceback.format_exc())
+            info["where"] = "the root, helping while the leaves start"
+            raise RootStop(info) from exc
+        rec["busy_s"] += time.perf_counter() - t0
+        rec["tasks"] += 1
+        self.node.collected[tid] = blob
 
     def _step(self, timeout=None) -> bool:
         node = self.node
@@ -166,7 +201,7 @@ class RootScheduler:
                         node.stopping -= 1
                         pids.extend(payload)
                     elif tag == P.READY:
-                        pids.extend(p for p, _h, _r in payload)
+                        pids.extend(entry[0] for entry in payload)
             clean = node.stopping == 0
             if clean:
                 node.finish_stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from . import protocol as P
 from .node import Node
 from .plan import StealParams
@@ -26,7 +28,7 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     node.quota_of_self = max(1, plan["tasks"])
     node.spawn_children(plan)
     rec = meter.record
-    node.send_up(P.READY, [(rec["pid"], rec["host"], "router")])
+    node.send_up(P.READY, [(rec["pid"], rec["host"], "router", time.time())])
     while node.stopping != 0:
         index, source, tag, payload = mailbox.wait([parent] + node.comms, on_idle=watchdog)
         if index > 0:

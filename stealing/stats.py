@@ -37,7 +37,7 @@ class Meter:
 def totals(processes: list[dict], startup_s: float) -> dict:
     """The run's totals (``spawns``, ``batches``, steals, ``startup_s``, ``tasks``)."""
     out = {key: sum(p.get(key, 0) for p in processes) for key in TOTAL_KEYS}
-    out["tasks"] = sum(p["tasks"] for p in processes if p["role"] == "leaf")
+    out["tasks"] = sum(p["tasks"] for p in processes)
     out["startup_s"] = round(startup_s, 6)
     out["processes"] = processes
     return out
