@@ -10,8 +10,10 @@ statistics (``stats["processes"]``, roles root / router / leaf):
   routers of 3 leaves each, N=--router-n (default 14). This is the one that measures the
   routers' CPU (9 processes on this machine's cores).
 
-Overhead = (root cpu_s + routers' cpu_s) / sum of the leaves' cpu_s; target <= 3%.
-The leaves' CPU is the baseline, measured in the same run. The root's ``cpu_s`` record
+Overhead = (root cpu_s - root busy_s + routers' cpu_s) / (leaves' cpu_s + root busy_s);
+target <= 3%. The root solves tasks itself while the leaves start (``root_helps``, on by
+default); that task time (its ``busy_s``) is counted as work, not overhead. The work CPU
+is the baseline, measured in the same run. The root's ``cpu_s`` record
 starts when it begins spawning the tree (after the first expansion pass and MPI_Init); the
 table also shows the whole root process's CPU measured here around ``run_report``
 (process_time: imports excluded, MPI_Init, expansion, spawning, replay, stats included),
@@ -41,18 +43,25 @@ TARGET = 0.03
 
 def figures(report, root_proc_cpu):
     procs = report.stats["processes"]
-    root = sum(p["cpu_s"] for p in procs if p["role"] == "root")
+    root_rec = [p for p in procs if p["role"] == "root"]
+    root = sum(p["cpu_s"] for p in root_rec)
+    root_busy = sum(p["busy_s"] for p in root_rec)       # tasks the root solved itself
+    root_tasks = sum(p["tasks"] for p in root_rec)
     routers = [p["cpu_s"] for p in procs if p["role"] == "router"]
     leaves = [p["cpu_s"] for p in procs if p["role"] == "leaf"]
-    leaf_cpu = sum(leaves)
+    work = sum(leaves) + root_busy
+    root_sched = root - root_busy
     return {
         "elapsed_s": report.elapsed_s, "startup_s": report.stats["startup_s"],
-        "tasks": report.stats["tasks"], "batches": report.stats["batches"],
-        "root_cpu_s": root, "root_process_cpu_s": root_proc_cpu,
-        "router_cpu_s": routers, "leaf_cpu_s": leaves, "leaves_cpu_total_s": leaf_cpu,
-        "root_frac": root / leaf_cpu, "routers_frac": sum(routers) / leaf_cpu,
-        "overhead_frac": (root + sum(routers)) / leaf_cpu,
-        "overhead_frac_root_process": (root_proc_cpu + sum(routers)) / leaf_cpu,
+        "tasks": report.stats["tasks"], "root_tasks": root_tasks,
+        "batches": report.stats["batches"],
+        "root_cpu_s": root, "root_busy_s": root_busy, "root_sched_cpu_s": root_sched,
+        "root_process_cpu_s": root_proc_cpu,
+        "router_cpu_s": routers, "leaf_cpu_s": leaves, "leaves_cpu_total_s": sum(leaves),
+        "work_cpu_s": work,
+        "root_frac": root_sched / work, "routers_frac": sum(routers) / work,
+        "overhead_frac": (root_sched + sum(routers)) / work,
+        "overhead_frac_root_process": (root_proc_cpu - root_busy + sum(routers)) / work,
         "result": report.result,
     }
 
@@ -63,13 +72,16 @@ def measure(label, n, procs, warm, repeat):
     for _ in range(repeat):
         row = {"config": label, "n": n, "procs": procs}
         c0 = time.process_time()
-        with Runtime(procs=procs, branches=2, min_procs=2) as rt:
+        rt = Runtime(procs=procs, branches=2, min_procs=2)   # the first run spawns the tree
+        try:
             rep = rt.run_report(queens, n, 0, 0, 0)
             row["cold"] = figures(rep, time.process_time() - c0)
             if warm:
                 c1 = time.process_time()
                 rep2 = rt.run_report(queens, n, 0, 0, 0)
                 row["warm"] = figures(rep2, time.process_time() - c1)
+        finally:
+            rt.close()
         runs.append(row)
     best = min(runs, key=lambda r: r["cold"]["overhead_frac"])
     expected = KNOWN_COUNTS.get(n)
@@ -94,17 +106,20 @@ def main(argv=None):
             measure("2 routers x 3 leaves", args.router_n, 6, args.warm, args.repeat)]
 
     print("CPU of root and routers vs leaves (target overhead <= %.0f%%)" % (TARGET * 100))
-    print("%-21s %3s %-5s %7s %7s %8s %9s %9s %10s %7s %7s %9s %s"
-          % ("config", "N", "job", "elapsed", "tasks", "leaf cpu", "root cpu", "rootproc",
-             "router cpu", "root%", "router%", "overhead%", "target"))
+    print("%-21s %3s %-5s %7s %11s %8s %9s %9s %9s %11s %7s %7s %9s %s"
+          % ("config", "N", "job", "elapsed", "tasks(root)", "leaf cpu", "root cpu",
+             "root busy", "rootproc", "router cpu", "root%", "router%", "overhead%",
+             "target"))
     for r in rows:
         for job in ("cold", "warm"):
             f = r.get(job)
             if f is None:
                 continue
-            print("%-21s %3d %-5s %7.3f %7d %8.3f %9.3f %9.3f %10s %7.2f %7.2f %9.2f %s"
-                  % (r["config"], r["n"], job, f["elapsed_s"], f["tasks"],
-                     f["leaves_cpu_total_s"], f["root_cpu_s"], f["root_process_cpu_s"],
+            print("%-21s %3d %-5s %7.3f %11s %8.3f %9.3f %9.3f %9.3f %11s %7.2f %7.2f %9.2f %s"
+                  % (r["config"], r["n"], job, f["elapsed_s"],
+                     "%d(%d)" % (f["tasks"], f["root_tasks"]),
+                     f["leaves_cpu_total_s"], f["root_cpu_s"], f["root_busy_s"],
+                     f["root_process_cpu_s"],
                      "+".join("%.3f" % c for c in f["router_cpu_s"]) or "-",
                      100 * f["root_frac"], 100 * f["routers_frac"], 100 * f["overhead_frac"],
                      "ok" if f["overhead_frac"] <= TARGET else "MISSED"))
@@ -112,7 +127,9 @@ def main(argv=None):
             print("  WRONG COUNT for N=%d" % r["n"])
     print("cold = fresh tree (its spawning counts); warm = second job on the same tree;")
     print("rootproc = whole root process CPU measured around run_report (incl. MPI_Init, "
-          "expansion).")
+          "expansion);")
+    print("root% = (root cpu - root busy) / (leaf cpu + root busy); overhead% adds the "
+          "routers.")
     if args.json:
         print(json.dumps({"target": TARGET, "results": rows}))
     return 0 if all(r["correct"] for r in rows) else 1
