@@ -21,7 +21,9 @@ from .spawn import SpawnFunction
 LEAF_MODES = ("persistent", "spawn")
 last_report = None      # the report of this process's latest run (read by `dac run --json`)
 _OPTIONS = ("procs", "branches", "min_procs", "tasks_per_leaf", "steal_factor",
-            "leaf_mode", "depth", "prefetch", "low_water", "root_helps")
+            "leaf_mode", "depth", "prefetch", "low_water", "root_helps", "batch",
+            "batch_s")
+BATCH_MODES = ("rate", "fixed")
 
 
 @dataclass
@@ -62,6 +64,13 @@ def _check_options(options: dict) -> dict:
     mode = opts.setdefault("leaf_mode", "persistent")
     if mode not in LEAF_MODES:
         raise ValueError(f"leaf_mode must be one of {', '.join(LEAF_MODES)}, got {mode!r}")
+    batch = opts.setdefault("batch", "rate")
+    if batch not in BATCH_MODES:
+        raise ValueError(f"batch must be one of {', '.join(BATCH_MODES)}, got {batch!r}")
+    batch_s = opts.setdefault("batch_s", 0.05)
+    if isinstance(batch_s, bool) or not isinstance(batch_s, (int, float)) \
+            or not batch_s > 0:
+        raise ValueError(f"batch_s must be a number of seconds > 0, got {batch_s!r}")
     depth = opts.get("depth")
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
                               or depth < 0):
@@ -81,7 +90,9 @@ class Runtime:
     process per batch), ``depth`` (spawn depth; automatic by default), ``prefetch``
     (leaves ask for the next batch while finishing the last task), ``low_water``
     (routers ask their parent when their pool falls below it), ``root_helps`` (the root
-    solves tasks while the leaves start up; default on).
+    solves tasks while the leaves start up; default on), ``batch`` (``"rate"``: a leaf
+    asks for ``batch_s`` seconds of work at its measured rate, default; ``"fixed"``:
+    always ``tasks_per_leaf``, the thesis), ``batch_s`` (default 0.05).
     """
 
     def __init__(self, topology=None, **options):
@@ -105,7 +116,8 @@ class Runtime:
             sched = RootScheduler(self._plan(), self.options["params"],
                                   self.options["leaf_mode"],
                                   self.options.get("prefetch", True),
-                                  self.options.get("low_water", 0))
+                                  self.options.get("low_water", 0),
+                                  self.options["batch"], self.options["batch_s"])
             self.scheduler = sched
             try:
                 sched.start()

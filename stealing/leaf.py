@@ -1,9 +1,13 @@
 """A leaf process: solves batches of tasks and returns the results (Algorithm 5.3.2).
 
 Returning results *is* the steal request. To hide the round trip, a leaf sends the
-results it has and asks for more when it starts the last task of its batch, so the next
-batch is usually there when that task ends. A persistent leaf loops over batches; a
-spawn-per-batch leaf (the thesis' model) solves one batch and exits.
+results it has and asks for more when half of its batch is left (``prefetch``), so the
+next batch is there before the last task ends. How many tasks it asks for is either the
+thesis' fixed ``tasks_per_leaf`` (``batch="fixed"``) or, by default, what it solves in
+``batch_s`` seconds at its measured rate (``batch="rate"``): fast leaves (a GPU, a
+faster host) take bigger batches and per-batch costs stay small against the work.
+A persistent leaf loops over batches; a spawn-per-batch leaf (the thesis' model) solves
+one batch and exits.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections import deque
 
 from . import protocol as P
 from .stats import Meter
+from .waiting import IDLE_SLEEP, MAX_SLEEP
 
 
 class Abort(BaseException):
@@ -33,7 +38,11 @@ class Leaf:
         self.parent = parent
         self.mailbox = mailbox
         self.meter = Meter("leaf", init.get("cluster", "local"))
-        self.want = init["params"]["tasks_per_leaf"]
+        self.tasks_per_leaf = init["params"]["tasks_per_leaf"]
+        self.by_rate = init.get("batch", "rate") == "rate"
+        self.batch_s = float(init.get("batch_s", 0.05))
+        self.slowdown = float(init.get("slowdown", 1.0))
+        self.batch_len = self.tasks_per_leaf
         self.one_shot = bool(init.get("one_shot"))
         self.prefetch = bool(init.get("prefetch", True)) and not self.one_shot
         self.tasks: deque = deque()
@@ -53,6 +62,7 @@ class Leaf:
     def handle(self, tag, payload) -> None:
         if tag == P.TASKS:
             self.tasks.extend(payload)
+            self.batch_len = len(payload)
             self.requested = self.exhausted = False
             self.working = True
             self.meter.record["batches"] += 1
@@ -83,6 +93,14 @@ class Leaf:
             self.send(P.READY, [(rec["pid"], rec["host"], "leaf", time.time())])
 
     # the work loop -------------------------------------------------------------
+    @property
+    def want(self) -> int:
+        """Tasks to ask for: fixed, or ``batch_s`` seconds of work at the measured rate."""
+        rec = self.meter.record
+        if not self.by_rate or rec["tasks"] == 0 or rec["busy_s"] <= 0:
+            return self.tasks_per_leaf
+        return max(1, min(1 << 20, round(rec["tasks"] / rec["busy_s"] * self.batch_s)))
+
     def ask(self) -> None:
         results, self.results = self.results, []
         self.requested = True
@@ -99,7 +117,11 @@ class Leaf:
         except BaseException as exc:            # noqa: BLE001 - reported to the root
             self.report_error(payload, exc)
             return
-        self.meter.record["busy_s"] += time.perf_counter() - t0
+        spent = time.perf_counter() - t0
+        if self.slowdown > 1:               # an emulated slower host
+            time.sleep(spent * (self.slowdown - 1))
+            spent *= self.slowdown
+        self.meter.record["busy_s"] += spent
         self.meter.record["tasks"] += 1
         self.results.append((tid, blob))
 
@@ -118,8 +140,8 @@ class Leaf:
                 if got is not None:
                     self.handle(got[2], got[3])
                     continue
-                if (self.prefetch and len(self.tasks) == 1 and not self.requested
-                        and not self.exhausted):
+                if (self.prefetch and not self.requested and not self.exhausted
+                        and len(self.tasks) <= max(1, self.batch_len // 2)):
                     self.ask()
                 self.run_one()
                 continue
@@ -134,7 +156,9 @@ class Leaf:
                     results, self.results = self.results, []
                     self.send(P.RESULTS, (results, 0, None))
             t0 = time.perf_counter()
-            _, _, tag, payload = mb.wait(comms, on_idle=watchdog)
+            eager = self.requested or (self.working and not self.exhausted)
+            _, _, tag, payload = mb.wait(comms, on_idle=watchdog,
+                                         max_sleep=MAX_SLEEP if eager else IDLE_SLEEP)
             if self.working:
                 self.meter.record["idle_s"] += time.perf_counter() - t0
             self.handle(tag, payload)

@@ -30,7 +30,7 @@ class Child:
     """What a node knows of one child: its link and how much work it holds."""
 
     __slots__ = ("comm", "rank", "role", "procs", "quota", "outstanding", "want",
-                 "asked", "waited", "pids")
+                 "asked", "waited", "pids", "last_want")
 
     def __init__(self, comm, rank, role, procs, quota):
         self.comm, self.rank, self.role = comm, rank, role
@@ -40,6 +40,7 @@ class Child:
         self.asked = False      # the want comes from a steal request
         self.waited = False     # that request had to wait for the node's parent
         self.pids = []          # processes of its subtree (for cleanup)
+        self.last_want = quota  # size of its latest request
 
 
 class Node:
@@ -132,6 +133,7 @@ class Node:
                 self._retire_one_shot(child)
             if want:
                 child.want, child.asked, child.waited = want, True, False
+                child.last_want = want
             self.distribute()
         elif tag == P.READY:
             child.pids.extend(entry[0] for entry in payload)
@@ -192,6 +194,8 @@ class Node:
                 if not self.pool:
                     break
                 n = c.want if avail >= total_want else max(1, avail * c.want // total_want)
+                if c.asked:     # near the end, no child takes more than its share
+                    n = min(n, max(1, -(-len(self.pool) * c.procs // self.total_procs)))
                 self.give(c, min(n, len(self.pool)))
             wanting = [c for c in wanting if c.want > 0]
         if wanting:
@@ -230,9 +234,23 @@ class Node:
         self.requested = True
         self.meter.record["steals_remote"] += 1
         results, self.results = self.results, []
-        self.send_up(P.RESULTS, (results, self.quota_of_self, None))
+        self.send_up(P.RESULTS, (results, self.ask_amount(), None))
 
     quota_of_self = 1
+
+    def ask_amount(self) -> int:
+        """A router's steal asks for its initial share, or for ``steal_factor`` rounds of
+        what its children ask for now (batches sized by the leaves' measured rates)."""
+        recent = sum(c.last_want for c in self.children)
+        return max(self.quota_of_self, int(self.params.steal_factor * recent))
+
+    @property
+    def total_procs(self) -> int:
+        return sum(c.procs for c in self.children) or 1
+
+    def busy(self) -> bool:
+        """Work is under way below this node (so poll eagerly)."""
+        return self.requested or any(c.outstanding or c.want for c in self.children)
 
     def maybe_go_idle(self) -> None:
         """A router whose subtree ran dry sends its results up in one message."""

@@ -55,12 +55,13 @@ class RootScheduler:
     """Owns the process tree of one ``Runtime``."""
 
     def __init__(self, plan, params, leaf_mode="persistent", prefetch=True,
-                 low_water=0):
+                 low_water=0, batch="rate", batch_s=0.05):
         self.plan = plan                   # stealing.plan.TreeNode rooted at the root
         self.params = params
         self.leaf_mode = leaf_mode
         self.prefetch = prefetch
         self.low_water = low_water
+        self.batch, self.batch_s = batch, batch_s
         self.node = None
         self.job_id = 0
         self.sent_keys: set = set()
@@ -79,7 +80,8 @@ class RootScheduler:
                        "tasks_per_leaf": params.tasks_per_leaf,
                        "steal_factor": params.steal_factor},
             "leaf_mode": self.leaf_mode, "prefetch": self.prefetch,
-            "low_water": self.low_water, "sys_path": [p for p in sys.path if p],
+            "low_water": self.low_water, "batch": self.batch, "batch_s": self.batch_s,
+            "sys_path": [p for p in sys.path if p],
             "root_pid": os.getpid(), "root_host": socket.gethostname(),
         }
         meter = Meter("root", self.plan.cluster)
@@ -149,7 +151,7 @@ class RootScheduler:
 
     def _step(self, timeout=None) -> bool:
         node = self.node
-        got = node.mailbox.wait(node.comms, timeout=timeout)
+        got = node.mailbox.wait(node.comms, timeout=timeout)   # a run is under way
         if got is None:
             return False
         index, source, tag, payload = got

@@ -8,6 +8,7 @@ from . import protocol as P
 from .node import Node
 from .plan import StealParams
 from .stats import Meter
+from .waiting import IDLE_SLEEP, MAX_SLEEP
 
 
 class Router(Node):
@@ -30,7 +31,9 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     rec = meter.record
     node.send_up(P.READY, [(rec["pid"], rec["host"], "router", time.time())])
     while node.stopping != 0:
-        index, source, tag, payload = mailbox.wait([parent] + node.comms, on_idle=watchdog)
+        index, source, tag, payload = mailbox.wait(
+            [parent] + node.comms, on_idle=watchdog,
+            max_sleep=MAX_SLEEP if node.busy() else IDLE_SLEEP)
         if index > 0:
             node.handle_child(node.comms[index - 1], source, tag, payload)
         elif tag == P.TASKS:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import time
 
 MIN_SLEEP = 20e-6
-MAX_SLEEP = 2e-3
+MAX_SLEEP = 1e-3        # while work is under way: a steal waits at most ~1 ms
+IDLE_SLEEP = 10e-3      # while nothing is under way: ~0.1% of a core
 
 
 class Mailbox:
@@ -63,13 +64,15 @@ class Mailbox:
                 return i, status.Get_source(), status.Get_tag(), msg.recv()
         return None
 
-    def wait(self, comms, timeout: float | None = None, on_idle=None):
+    def wait(self, comms, timeout: float | None = None, on_idle=None,
+             max_sleep: float | None = None):
         """Block (sleeping) until a message arrives on one of ``comms``.
 
         Returns ``(index, source, tag, payload)``, or None after ``timeout`` seconds.
         ``on_idle`` is called every ~second of waiting (a watchdog hook).
         """
         delay = self.min_sleep
+        cap = self.max_sleep if max_sleep is None else max_sleep
         start = time.monotonic()
         next_idle = start + 1.0
         while True:
@@ -83,4 +86,4 @@ class Mailbox:
                 on_idle()
                 next_idle = now + 1.0
             time.sleep(delay)
-            delay = min(delay * 2, self.max_sleep)
+            delay = min(delay * 2, cap)
