@@ -19,11 +19,13 @@ from .serialize import loads
 from .spawn import SpawnFunction
 
 LEAF_MODES = ("persistent", "spawn")
-last_report = None      # the report of this process's latest run (read by `dac run --json`)
-_OPTIONS = ("procs", "branches", "min_procs", "tasks_per_leaf", "steal_factor",
-            "leaf_mode", "depth", "prefetch", "low_water", "root_helps", "batch",
-            "batch_s")
 BATCH_MODES = ("rate", "fixed")
+REMOTE_MODES = ("prefetch", "blocking")
+STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
+OPTIONS = ("procs", "local", "depth", "leaf_mode", "prefetch", "remote", "batch",
+           "batch_s", "root_helps") + STEAL_KEYS
+last_report = None      # the report of this process's latest run (read by `dac run --json`)
+defaults: dict = {}     # options set by the `dac run` command line (topology, leaf_mode)
 
 
 @dataclass
@@ -44,29 +46,26 @@ class RunReport:
         return {"result": self.result, "elapsed_s": self.elapsed_s, "stats": self.stats}
 
 
+def _choice(opts, name, choices, default):
+    value = opts.setdefault(name, default)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def _check_options(options: dict) -> dict:
-    from stealing.plan import StealParams
-    unknown = sorted(set(options) - set(_OPTIONS))
+    unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise TypeError(f"unknown dac option(s) {', '.join(unknown)}; known: "
-                        f"{', '.join(_OPTIONS)}")
-    opts = dict(options)
+                        f"{', '.join(OPTIONS)}")
+    opts = {k: v for k, v in options.items() if v is not None}
     procs = opts.get("procs")
-    if procs is None:
-        procs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else (os.cpu_count() or 1)
-    if isinstance(procs, bool) or not isinstance(procs, int) or procs < 1:
+    if procs is not None and (isinstance(procs, bool) or not isinstance(procs, int)
+                              or procs < 1):
         raise ValueError(f"procs must be an integer >= 1 (leaf processes), got {procs!r}")
-    opts["procs"] = procs
-    opts["params"] = StealParams(opts.pop("branches", 2), opts.pop("min_procs", 2),
-                                 opts.pop("tasks_per_leaf", 5),
-                                 opts.pop("steal_factor", 2.0))
-    mode = opts.setdefault("leaf_mode", "persistent")
-    if mode not in LEAF_MODES:
-        raise ValueError(f"leaf_mode must be one of {', '.join(LEAF_MODES)}, got {mode!r}")
-    batch = opts.setdefault("batch", "rate")
-    if batch not in BATCH_MODES:
-        raise ValueError(f"batch must be one of {', '.join(BATCH_MODES)}, got {batch!r}")
+    _choice(opts, "leaf_mode", LEAF_MODES, "persistent")
+    _choice(opts, "batch", BATCH_MODES, "rate")
+    _choice(opts, "remote", REMOTE_MODES, "prefetch")
     batch_s = opts.setdefault("batch_s", 0.05)
     if isinstance(batch_s, bool) or not isinstance(batch_s, (int, float)) \
             or not batch_s > 0:
@@ -78,46 +77,67 @@ def _check_options(options: dict) -> dict:
     return opts
 
 
+def _resolve_topology(topology, opts: dict):
+    """A ``launcher.topology.Topology`` from None (this machine), a path or an object."""
+    from launcher.topology import Topology, check_hosts, load_topology, local_topology
+    if topology is None:
+        return local_topology(opts.get("procs"))
+    if "procs" in opts:
+        raise ValueError("procs= sets the leaves of the default topology; a topology "
+                         "file gives its hosts' slots instead")
+    if not isinstance(topology, Topology):
+        topology = load_topology(topology)
+    if opts.get("local"):
+        return topology.localized()
+    check_hosts(topology)
+    return topology
+
+
 class Runtime:
     """A process tree kept alive across several ``run`` calls.
 
     >>> with Runtime(procs=2) as rt:             # doctest: +SKIP
     ...     rt.run(fib, 30), rt.run(fib, 31)
 
-    ``topology`` is None (this machine, all cores; ``procs=`` changes the count).
-    Options: ``procs``, ``branches``, ``min_procs``, ``tasks_per_leaf``, ``steal_factor``
-    (the thesis' parameters), ``leaf_mode`` (``"persistent"`` or ``"spawn"``: a new leaf
-    process per batch), ``depth`` (spawn depth; automatic by default), ``prefetch``
-    (leaves ask for the next batch while finishing the last task), ``low_water``
-    (routers ask their parent when their pool falls below it), ``root_helps`` (the root
-    solves tasks while the leaves start up; default on), ``batch`` (``"rate"``: a leaf
-    asks for ``batch_s`` seconds of work at its measured rate, default; ``"fixed"``:
-    always ``tasks_per_leaf``, the thesis), ``batch_s`` (default 0.05).
+    ``topology`` is None (this machine, one leaf per core; ``procs=`` changes the
+    count), a topology file's path, or a ``launcher.topology.Topology``.
+    Options: ``procs``; ``local`` (map every host of the topology onto this machine,
+    keeping clusters and emulated latencies); the thesis' parameters ``branches``,
+    ``min_procs``, ``tasks_per_leaf``, ``steal_factor`` (they override the topology's
+    ``[stealing]``); ``leaf_mode`` (``"persistent"``, or ``"spawn"``: a new leaf process
+    per batch); ``depth`` (spawn depth; automatic by default); ``batch`` (``"rate"``: a
+    leaf asks for ``batch_s`` seconds of work at its measured rate, default; ``"fixed"``:
+    always ``tasks_per_leaf``, the thesis); ``batch_s`` (0.05); ``prefetch`` (a leaf
+    asks for more when half its batch is left; default on); ``remote``
+    (``"prefetch"``: a router asks its parent before its pool runs dry, default;
+    ``"blocking"``: only when empty, the thesis); ``root_helps`` (the root solves tasks
+    while the leaves start; default on).
     """
 
     def __init__(self, topology=None, **options):
-        if topology is not None:
-            raise DacError("topology files are not supported yet: pass topology=None "
-                           "and procs=N")
+        from launcher.placement import plan_topology, steal_params
+        options = {**{k: v for k, v in defaults.items() if k != "topology"}, **options}
+        if topology is None:
+            topology = defaults.get("topology")
         self.options = _check_options(options)
+        self.topology = _resolve_topology(topology, self.options)
+        self.options["params"] = steal_params(
+            self.topology, {k: self.options.get(k) for k in STEAL_KEYS})
+        import socket
+        self.plan = plan_topology(self.topology, self.options["params"],
+                                  socket.gethostname())
         self.scheduler = None
         self.report: RunReport | None = None
         self._spawned_in_run = False
 
     # life cycle -------------------------------------------------------------------
-    def _plan(self):
-        from stealing.plan import plan_subtree
-        p = self.options["params"]
-        return plan_subtree(self.options["procs"], p, "root", 0)
-
     def start(self) -> "Runtime":
         if self.scheduler is None:
             from stealing.root import RootScheduler
-            sched = RootScheduler(self._plan(), self.options["params"],
-                                  self.options["leaf_mode"],
-                                  self.options.get("prefetch", True),
-                                  self.options.get("low_water", 0),
-                                  self.options["batch"], self.options["batch_s"])
+            settings = {k: self.options[k] for k in ("leaf_mode", "batch", "batch_s",
+                                                     "remote")}
+            settings["prefetch"] = self.options.get("prefetch", True)
+            sched = RootScheduler(self.plan, self.options["params"], settings)
             self.scheduler = sched
             try:
                 sched.start()
@@ -192,13 +212,10 @@ class Runtime:
         return self.report
 
     def _task_target(self) -> int:
-        from stealing.plan import _tasks_per_branch, split_procs, splits
-        p, procs = self.options["params"], self.options["procs"]
-        if splits(procs, p):
-            first = sum(_tasks_per_branch(n, p) for n in split_procs(procs, p.branches))
-        else:
-            first = procs * p.tasks_per_leaf
-        return max(16 * procs, int(2 * first))
+        """Tasks the automatic depth aims for: twice what the root hands out at the
+        start (so its pool can answer steals), and at least 16 per leaf."""
+        first = sum(c.tasks for c in self.plan.children)
+        return max(16 * len(self.plan.leaves()), int(2 * first))
 
     def _abort(self, exc) -> None:
         self.close()

@@ -1,6 +1,16 @@
 """The ``dac`` command.
 
-    dac run [--json] script.py [args...]   run a script as the root on this machine
+    dac run [--topology FILE] [--local] [--leaf-mode persistent|spawn] [--json]
+            script.py [args...]
+    dac topology check FILE [--local]
+    dac topology show FILE [--json] [--local]
+    dac topology from-slurm
+    dac topology from-hostfile FILE [--name NAME]
+
+``dac run`` runs the script as the root of the computation in this process (an MPI
+singleton: MPICH's bundled ``mpiexec`` is started underneath it and spawns the tree);
+every ``dac.run`` inside the script uses the topology and options given here.
+Errors in a topology exit with code 2 before anything is spawned.
 """
 
 from __future__ import annotations
@@ -9,11 +19,20 @@ import argparse
 import json
 import os
 import runpy
+import socket
 import sys
 
-EXAMPLES = """examples:
+RUN_EXAMPLES = """examples:
   dac run examples/nqueens.py 12
-  dac run --json examples/fib.py 30     # last stdout line: {"result":..., "stats":...}
+  dac run --json examples/fib.py 30        # last stdout line: {"result":..., "stats":...}
+  dac run --topology examples/topologies/two-clusters.toml --local examples/nqueens.py 14
+"""
+TOPOLOGY_EXAMPLES = """examples:
+  dac topology check examples/topologies/thesis-20-14.toml --local
+  dac topology show examples/topologies/thesis-figure-5-4.toml
+  dac topology show --json examples/topologies/two-clusters.toml
+  SLURM_JOB_NODELIST='n[01-04]' SLURM_TASKS_PER_NODE='2(x4)' dac topology from-slurm
+  dac topology from-hostfile hosts.txt --name mycluster > mycluster.toml
 """
 
 
@@ -24,12 +43,31 @@ def _json_default(value):
     return repr(value)
 
 
+def _fail(message: str) -> int:
+    print(f"dac: {message}", file=sys.stderr)
+    return 2
+
+
 def _cmd_run(args) -> int:
     import dac.runtime as rt
+    from launcher.topology import TopologyError, check_hosts, load_topology
     script = args.script
     if not os.path.isfile(script):
-        print(f"dac run: no such script: {script}", file=sys.stderr)
-        return 2
+        return _fail(f"run: no such script: {script}")
+    if args.topology:
+        try:
+            topo = load_topology(args.topology)
+            if args.local:
+                topo = topo.localized()
+            else:
+                check_hosts(topo)
+        except TopologyError as exc:
+            return _fail(str(exc))
+        rt.defaults["topology"] = topo
+    elif args.local:
+        return _fail("run: --local maps the hosts of a topology file: give --topology")
+    if args.leaf_mode:
+        rt.defaults["leaf_mode"] = args.leaf_mode
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     rt.last_report = None
@@ -49,26 +87,110 @@ def _cmd_run(args) -> int:
     return code
 
 
+def _load(args):
+    from launcher.topology import check_hosts, load_topology
+    topo = load_topology(args.file)
+    if args.local:
+        return topo.localized()
+    if getattr(args, "resolve", True):
+        check_hosts(topo)
+    return topo
+
+
+def _plan(topo):
+    from launcher.placement import plan_topology, steal_params
+    return plan_topology(topo, steal_params(topo), socket.gethostname())
+
+
+def _cmd_check(args) -> int:
+    topo = _load(args)
+    plan = _plan(topo)
+    routers = sum(1 for n in plan.walk() if n.role == "router")
+    print(f"{args.file}: ok — {len(topo.clusters)} cluster(s), {len(topo.hosts())} "
+          f"host(s), {topo.slots} slots: {routers} routers, {len(plan.leaves())} leaves")
+    return 0
+
+
+def _cmd_show(args) -> int:
+    args.resolve = False          # show is a plan on paper: no host needs to resolve
+    plan = _plan(_load(args))
+    if args.json:
+        print(json.dumps(plan.to_dict()))
+    else:
+        print(plan.render())
+    return 0
+
+
+def _cmd_from_slurm(args) -> int:
+    from launcher.topology import Cluster, Topology, slurm_hosts, to_toml
+    print(to_toml(Topology([Cluster(args.name, slurm_hosts())])), end="")
+    return 0
+
+
+def _cmd_from_hostfile(args) -> int:
+    from launcher.topology import Cluster, Topology, read_hostfile, to_toml
+    print(to_toml(Topology([Cluster(args.name, read_hostfile(args.file))])), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
     ap = argparse.ArgumentParser(prog="dac", description="Divide-and-conquer work "
                                  "stealing over spawned MPI processes.",
-                                 epilog=EXAMPLES,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 epilog=RUN_EXAMPLES + "\n" + TOPOLOGY_EXAMPLES,
+                                 formatter_class=fmt)
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a script as the root of a dac computation",
-                         epilog=EXAMPLES,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+                         description="Run a script as the root of a dac computation.",
+                         epilog=RUN_EXAMPLES, formatter_class=fmt)
+    run.add_argument("--topology", metavar="FILE", help="topology file (TOML); default: "
+                     "this machine, one leaf per core")
+    run.add_argument("--local", action="store_true", help="map every host of the "
+                     "topology onto this machine (clusters and latencies kept)")
+    run.add_argument("--leaf-mode", choices=("persistent", "spawn"),
+                     help="persistent leaves (default) or a new leaf per batch")
     run.add_argument("--json", action="store_true",
                      help="end stdout with one JSON line: result, elapsed_s, stats")
     run.add_argument("script", help="Python script that calls dac.run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
     run.set_defaults(func=_cmd_run)
+
+    topo = sub.add_parser("topology", help="check, show or make topology files",
+                          description="Check, show or make topology files.",
+                          epilog=TOPOLOGY_EXAMPLES, formatter_class=fmt)
+    tsub = topo.add_subparsers(dest="action", required=True)
+    check = tsub.add_parser("check", help="validate a topology file (hosts must resolve)",
+                            epilog=TOPOLOGY_EXAMPLES, formatter_class=fmt)
+    check.add_argument("file")
+    check.add_argument("--local", action="store_true", help="map hosts onto this machine")
+    check.set_defaults(func=_cmd_check)
+    show = tsub.add_parser("show", help="print the process tree with processors and "
+                           "initial tasks of every node", epilog=TOPOLOGY_EXAMPLES,
+                           formatter_class=fmt)
+    show.add_argument("file")
+    show.add_argument("--json", action="store_true", help="one nested JSON object")
+    show.add_argument("--local", action="store_true", help="map hosts onto this machine")
+    show.set_defaults(func=_cmd_show)
+    slurm = tsub.add_parser("from-slurm", help="a one-cluster topology from the Slurm "
+                            "allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE)",
+                            epilog=TOPOLOGY_EXAMPLES, formatter_class=fmt)
+    slurm.add_argument("--name", default="slurm", help="cluster name")
+    slurm.set_defaults(func=_cmd_from_slurm)
+    hostfile = tsub.add_parser("from-hostfile", help="a one-cluster topology from an "
+                               "MPI hostfile", epilog=TOPOLOGY_EXAMPLES, formatter_class=fmt)
+    hostfile.add_argument("file")
+    hostfile.add_argument("--name", default="cluster", help="cluster name")
+    hostfile.set_defaults(func=_cmd_from_hostfile)
     return ap
 
 
 def main(argv=None) -> int:
+    from launcher.topology import TopologyError
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except TopologyError as exc:
+        return _fail(str(exc))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ class Leaf:
     def __init__(self, MPI, parent, init: dict, mailbox):
         self.parent = parent
         self.mailbox = mailbox
+        if init.get("latency_ms"):
+            mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
         self.meter = Meter("leaf", init.get("cluster", "local"))
         self.tasks_per_leaf = init["params"]["tasks_per_leaf"]
         self.by_rate = init.get("batch", "rate") == "rate"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections import deque
 
 from . import protocol as P
@@ -30,10 +29,11 @@ class Child:
     """What a node knows of one child: its link and how much work it holds."""
 
     __slots__ = ("comm", "rank", "role", "procs", "quota", "outstanding", "want",
-                 "asked", "waited", "pids", "last_want")
+                 "asked", "waited", "pids", "last_want", "spec")
 
-    def __init__(self, comm, rank, role, procs, quota):
+    def __init__(self, comm, rank, role, procs, quota, spec=None):
         self.comm, self.rank, self.role = comm, rank, role
+        self.spec = spec or {}  # its node of the plan (host, cluster, slowdown, ...)
         self.procs, self.quota = procs, quota
         self.outstanding = 0    # tasks given and not yet returned
         self.want = 0           # tasks it is waiting for
@@ -64,38 +64,45 @@ class Node:
         self.stats_wait = None          # [children left to answer, records]
         self.stopping = None            # children left to say BYE, or None
         self.errors: list = []
-        self.low_water = int(config.get("low_water", 0))
+        self.prefetch_remote = config.get("remote", "prefetch") == "prefetch"
 
     # building the subtree ------------------------------------------------------
     def spawn_children(self, plan: dict) -> None:
-        """Spawn this node's children as the plan says (Algorithm 5.3.2)."""
+        """Spawn this node's children as the plan says (Algorithm 5.3.2), one Spawn call
+        per host, each naming its host (none for this machine)."""
         kids = plan["children"]
         if not kids:
             return
-        if kids[0]["role"] == "router":
-            comm = spawn(self.MPI, len(kids))
-            self.meter.record["spawns"] += len(kids)
+        role = kids[0]["role"]
+        if role == "leaf" and self.config["leaf_mode"] != "persistent":
+            for kid in kids:                    # spawn per batch: a slot per processor
+                self.children.append(Child(None, 0, "slot", 1, kid["tasks"], kid))
+            return
+        for host, group in _by_host(kids):
+            comm = spawn(self.MPI, len(group), _spawn_host(host))
             self.comms.append(comm)
-            for i, kid in enumerate(kids):
-                self.children.append(Child(comm, i, "router", kid["procs"], kid["tasks"]))
-                self.send(comm, i, P.INIT, dict(self.config, role="router", plan=kid))
-        elif self.config["leaf_mode"] == "persistent":
-            comm = spawn(self.MPI, len(kids))
-            self.meter.record["spawns"] += len(kids)
-            self.comms.append(comm)
-            for i, kid in enumerate(kids):
-                self.children.append(Child(comm, i, "leaf", 1, kid["tasks"]))
-                self.send(comm, i, P.INIT, dict(self.config, role="leaf"))
-        else:                           # spawn per batch: a slot per processor
-            for kid in kids:
-                self.children.append(Child(None, 0, "slot", 1, kid["tasks"]))
+            self.meter.record["spawns"] += len(group)
+            for i, kid in enumerate(group):
+                self.children.append(Child(comm, i, role, kid["procs"], kid["tasks"], kid))
+                self._introduce(comm, i, kid)
+
+    def _introduce(self, comm, rank: int, kid: dict, **extra) -> None:
+        """Send a new child its INIT; a link with emulated latency is delayed here too."""
+        init = dict(self.config, role=kid["role"], cluster=kid.get("cluster", "local"),
+                    slowdown=kid.get("slowdown", 1.0),
+                    latency_ms=kid.get("latency_ms", 0.0), **extra)
+        if kid["role"] == "router":
+            init["plan"] = kid
+        if kid.get("latency_ms"):
+            self.mailbox.set_delay(comm, kid["latency_ms"] / 1000.0)
+        self.send(comm, rank, P.INIT, init)
 
     def _spawn_one_shot(self, child: Child) -> None:
-        comm = spawn(self.MPI, 1)
+        comm = spawn(self.MPI, 1, _spawn_host(child.spec.get("host")))
         self.meter.record["spawns"] += 1
         child.comm, child.rank = comm, 0
         self.comms.append(comm)
-        self.send(comm, 0, P.INIT, dict(self.config, role="leaf", one_shot=True))
+        self._introduce(comm, 0, child.spec, one_shot=True)
         if self.job is not None:
             self.send(comm, 0, P.JOB, self.job)
 
@@ -206,9 +213,17 @@ class Node:
             else:
                 for c in wanting:
                     self.refuse(c)
-        elif not self.exhausted and len(self.pool) < self.low_water:
+        if not self.exhausted and len(self.pool) < self.low_water():
             self.ask_parent()
         self.maybe_go_idle()
+
+    def low_water(self) -> int:
+        """Pool size under which a router asks its parent before running dry: one batch
+        for each child (``remote="prefetch"``, Satin-like, one request outstanding), or
+        0 (``remote="blocking"``: ask only when empty, as in the thesis)."""
+        if not self.prefetch_remote or self.parent is None:
+            return 0
+        return sum(c.last_want for c in self.children)
 
     def give(self, c: Child, n: int) -> None:
         rec = self.meter.record
@@ -315,9 +330,20 @@ def _merge_one_shot(records: list) -> dict:
     return merged
 
 
-def host_name() -> str:
-    return socket.gethostname()
+def _by_host(kids: list) -> list:
+    """Consecutive children on the same host, in order: ``[(host, [kid, ...]), ...]``."""
+    groups = []
+    for kid in kids:
+        host = kid.get("host")
+        if groups and groups[-1][0] == host:
+            groups[-1][1].append(kid)
+        else:
+            groups.append((host, [kid]))
+    return groups
 
 
-def now() -> float:
-    return time.monotonic()
+def _spawn_host(host):
+    """The ``host`` info value for a spawn: None for this machine."""
+    if not host or host in ("localhost", "127.0.0.1", socket.gethostname()):
+        return None
+    return host

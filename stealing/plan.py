@@ -90,6 +90,9 @@ class TreeNode:
     cluster: str = "local"
     host: str = "localhost"
     children: list["TreeNode"] = field(default_factory=list)
+    latency_ms: float = 0.0        # emulated delay of the link to the parent
+    slowdown: float = 1.0          # emulated slowness of a leaf's host
+    gpus: int = 0
 
     def leaves(self) -> list["TreeNode"]:
         if self.role == "leaf":
@@ -102,14 +105,23 @@ class TreeNode:
             yield from child.walk()
 
     def to_dict(self) -> dict:
-        return {"role": self.role, "cluster": self.cluster, "host": self.host,
-                "procs": self.procs, "tasks": self.tasks,
-                "children": [c.to_dict() for c in self.children]}
+        out = {"role": self.role, "cluster": self.cluster, "host": self.host,
+               "procs": self.procs, "tasks": self.tasks,
+               "children": [c.to_dict() for c in self.children]}
+        if self.latency_ms:
+            out["latency_ms"] = self.latency_ms
+        if self.slowdown != 1.0:
+            out["slowdown"] = self.slowdown
+        if self.gpus:
+            out["gpus"] = self.gpus
+        return out
 
     def render(self, indent: str = "") -> str:
         """The tree as text, one process a line (thesis Figure 5.4)."""
+        extra = (f" latency={self.latency_ms:g}ms" if self.latency_ms else "") + \
+            (f" slowdown={self.slowdown:g}" if self.slowdown != 1.0 else "")
         line = (f"{indent}{self.role} procs={self.procs} tasks={self.tasks} "
-                f"cluster={self.cluster} host={self.host}")
+                f"cluster={self.cluster} host={self.host}{extra}")
         return "\n".join([line] + [c.render(indent + "  ") for c in self.children])
 
 

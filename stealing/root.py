@@ -54,14 +54,10 @@ class Root(Node):
 class RootScheduler:
     """Owns the process tree of one ``Runtime``."""
 
-    def __init__(self, plan, params, leaf_mode="persistent", prefetch=True,
-                 low_water=0, batch="rate", batch_s=0.05):
+    def __init__(self, plan, params, settings: dict):
         self.plan = plan                   # stealing.plan.TreeNode rooted at the root
         self.params = params
-        self.leaf_mode = leaf_mode
-        self.prefetch = prefetch
-        self.low_water = low_water
-        self.batch, self.batch_s = batch, batch_s
+        self.settings = settings           # leaf_mode, prefetch, remote, batch, batch_s
         self.node = None
         self.job_id = 0
         self.sent_keys: set = set()
@@ -79,8 +75,7 @@ class RootScheduler:
             "params": {"branches": params.branches, "min_procs": params.min_procs,
                        "tasks_per_leaf": params.tasks_per_leaf,
                        "steal_factor": params.steal_factor},
-            "leaf_mode": self.leaf_mode, "prefetch": self.prefetch,
-            "low_water": self.low_water, "batch": self.batch, "batch_s": self.batch_s,
+            **self.settings,
             "sys_path": [p for p in sys.path if p],
             "root_pid": os.getpid(), "root_host": socket.gethostname(),
         }

@@ -27,6 +27,8 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     config = {k: v for k, v in init.items() if k not in ("role", "plan")}
     node = Router(MPI, mailbox, meter, params, config, parent=parent)
     node.quota_of_self = max(1, plan["tasks"])
+    if init.get("latency_ms"):
+        mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
     node.spawn_children(plan)
     rec = meter.record
     node.send_up(P.READY, [(rec["pid"], rec["host"], "router", time.time())])

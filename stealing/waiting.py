@@ -27,6 +27,21 @@ class Mailbox:
         self.max_sleep = max_sleep
         self._pending = []
         self._status = MPI.Status()
+        self._delays = []       # [(comm, seconds)]: links with emulated latency
+        self._held = []         # [(due time, comm, source, tag, payload)], arrival order
+
+    def set_delay(self, comm, seconds: float) -> None:
+        """Deliver what arrives on ``comm`` ``seconds`` late (an emulated wide-area link;
+        the order of messages is kept)."""
+        self._delays = [(c, d) for c, d in self._delays if c is not comm]
+        if seconds > 0:
+            self._delays.append((comm, seconds))
+
+    def _delay_of(self, comm) -> float:
+        for c, d in self._delays:
+            if c is comm:
+                return d
+        return 0.0
 
     # sending -----------------------------------------------------------------
     def send(self, comm, obj, dest: int, tag: int) -> None:
@@ -59,10 +74,29 @@ class Mailbox:
         for i, comm in enumerate(comms):
             if comm is None:
                 continue
-            msg = comm.improbe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG, status)
-            if msg is not None:
-                return i, status.Get_source(), status.Get_tag(), msg.recv()
+            while True:
+                msg = comm.improbe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG, status)
+                if msg is None:
+                    break
+                got = (status.Get_source(), status.Get_tag(), msg.recv())
+                delay = self._delay_of(comm) if self._delays else 0.0
+                if not delay:
+                    return (i,) + got
+                self._held.append((time.monotonic() + delay, comm) + got)
+        if self._held:             # the earliest due (per link, arrival order is kept)
+            k = min(range(len(self._held)), key=lambda j: self._held[j][0])
+            due, comm, source, tag, payload = self._held[k]
+            if due <= time.monotonic():
+                for i, c in enumerate(comms):
+                    if c is comm:
+                        del self._held[k]
+                        return i, source, tag, payload
         return None
+
+    def _until_due(self) -> float:
+        if not self._held:
+            return float("inf")
+        return min(h[0] for h in self._held) - time.monotonic()
 
     def wait(self, comms, timeout: float | None = None, on_idle=None,
              max_sleep: float | None = None):
@@ -85,5 +119,5 @@ class Mailbox:
             if on_idle is not None and now > next_idle:
                 on_idle()
                 next_idle = now + 1.0
-            time.sleep(delay)
+            time.sleep(max(0.0, min(delay, self._until_due())))
             delay = min(delay * 2, cap)

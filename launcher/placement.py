@@ -1,0 +1,53 @@
+"""Placement: the process tree of a topology, each process on a host.
+
+The root's children are one router per cluster (thesis §5.3), so steals stay inside a
+cluster until its pool runs dry; a single cluster needs no extra level (the root plays
+its router). Inside a cluster the tree is the thesis' split (Algorithm 5.3.2) over the
+cluster's slots; leaves take the hosts' slots in order, and a router runs on the host
+of its first leaf, so every process sits on a host of its own cluster.
+"""
+
+from __future__ import annotations
+
+from stealing.plan import StealParams, TreeNode, _tasks_per_branch, plan_subtree
+
+from .topology import Topology
+
+
+def steal_params(topology: Topology, overrides: dict | None = None) -> StealParams:
+    """The topology's ``[stealing]`` table with explicit options on top."""
+    values = dict(topology.stealing)
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            values[k] = v
+    return StealParams(**values)
+
+
+def plan_topology(topology: Topology, params: StealParams, root_host: str) -> TreeNode:
+    """The whole tree: root, cluster routers, their subtrees, hosts on every node."""
+    clusters = topology.clusters
+    if len(clusters) == 1:
+        c = clusters[0]
+        root = plan_subtree(c.slots, params, "root", 0, c.name, root_host)
+        _place(root, c, keep_top=True)
+        return root
+    root = TreeNode("root", topology.slots, 0, "root", root_host)
+    for c in clusters:
+        sub = plan_subtree(c.slots, params, "router", _tasks_per_branch(c.slots, params),
+                           c.name)
+        sub.latency_ms = c.latency_ms
+        _place(sub, c)
+        root.children.append(sub)
+    return root
+
+
+def _place(node: TreeNode, cluster, keep_top: bool = False) -> None:
+    """Give the leaves the cluster's slots in order; routers the host of a leaf."""
+    slots = [h for h in cluster.hosts for _ in range(h.slots)]
+    leaves = node.leaves()
+    for leaf, host in zip(leaves, slots):
+        leaf.host, leaf.slowdown, leaf.cluster = host.name, host.slowdown, cluster.name
+    for n in node.walk():
+        n.cluster = cluster.name
+        if n.role == "router" or (n.role == "root" and not keep_top):
+            n.host = n.leaves()[0].host
