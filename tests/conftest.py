@@ -1,0 +1,38 @@
+"""Shared fixtures: every test module must leave no dac process behind.
+
+A dac process is one whose command line holds ``stealing.process``; the tests count only
+those carrying this session's ``DAC_TEST_TAG`` environment variable (see proctools.py),
+so runs of other programs on the machine at the same time (benchmarks) do not count.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)        # programs.py, proctools.py (also for the leaves)
+
+import proctools  # noqa: E402  (sets the session's process tag in os.environ)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_leftover_processes():
+    """After each module, no process of this session's runs is alive (5 s grace)."""
+    yield
+    left = proctools.wait_for_no_processes(timeout=5.0)
+    assert not left, f"dac processes left after the module: {left}"
+
+
+@pytest.fixture
+def no_spawning(monkeypatch):
+    """Makes any attempt to spawn a dac process fail the test."""
+    import stealing.node
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a dac process was spawned")
+
+    monkeypatch.setattr(stealing.node, "spawn", refuse)

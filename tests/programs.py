@@ -1,0 +1,409 @@
+"""@spawn programs used by the tests.
+
+They live in an importable module (not in the test files) so that the leaves, which get
+the root's ``sys.path``, import them by reference. Everything here is pure Python except
+``queens_nb``, whose numba leaf is imported lazily, inside the leaf, on first use: only
+runs of ``queens_nb`` pay for importing numba in their leaves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from dac import spawn, sync
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "examples")
+if EXAMPLES not in sys.path:
+    sys.path.append(EXAMPLES)          # nqueens_kernels, mergesort (also in the leaves)
+
+QUEENS = {1: 1, 2: 0, 3: 0, 4: 2, 5: 10, 6: 4, 7: 40, 8: 92, 9: 352, 10: 724,
+          11: 2680, 12: 14200, 13: 73712, 14: 365596}
+
+
+# --- Fibonacci ------------------------------------------------------------------------
+@spawn
+def fib(n):
+    if n < 2:
+        return n
+    a, b = sync(fib(n - 1), fib(n - 2))
+    return a + b
+
+
+@spawn(depth=3)
+def fib_depth3(n):
+    if n < 2:
+        return n
+    a, b = sync(fib_depth3(n - 1), fib_depth3(n - 2))
+    return a + b
+
+
+def _small(n):
+    return n < 12
+
+
+@spawn(cutoff=_small)
+def fib_cutoff(n):
+    if n < 2:
+        return n
+    a, b = sync(fib_cutoff(n - 1), fib_cutoff(n - 2))
+    return a + b
+
+
+def plain_fib(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+
+def fib_calls_at_depth(n, depth):
+    """How many calls of the naive fib recursion sit exactly ``depth`` levels below
+    ``fib(n)`` (the tasks of a run at that spawn depth)."""
+    if depth == 0:
+        return 1
+    if n < 2:
+        return 0
+    return fib_calls_at_depth(n - 1, depth - 1) + fib_calls_at_depth(n - 2, depth - 1)
+
+
+def fib_calls_under_cutoff(n, small):
+    """Tasks of a cutoff run: the calls where ``small`` first holds."""
+    if small(n):
+        return 1
+    if n < 2:
+        return 0
+    return fib_calls_under_cutoff(n - 1, small) + fib_calls_under_cutoff(n - 2, small)
+
+
+# --- N-Queens -------------------------------------------------------------------------
+def children(n, cols, d1, d2):
+    full = (1 << n) - 1
+    avail = full & ~(cols | d1 | d2)
+    out = []
+    while avail:
+        bit = avail & -avail
+        avail ^= bit
+        out.append((cols | bit, ((d1 | bit) << 1) & full, (d2 | bit) >> 1))
+    return out
+
+
+def count_from_py(n, cols, d1, d2):
+    """Sequential pure-Python completion count (the leaf of ``queens``)."""
+    full = (1 << n) - 1
+    if cols == full:
+        return 1
+    return sum(count_from_py(n, c, a, b) for c, a, b in children(n, cols, d1, d2))
+
+
+@spawn(leaf=count_from_py)
+def queens(n, cols, d1, d2):
+    if cols == (1 << n) - 1:
+        return 1
+    futures = [queens(n, c, a, b) for c, a, b in children(n, cols, d1, d2)]
+    sync()
+    return sum(f.result() for f in futures)
+
+
+def count_from_numba(n, cols, d1, d2):
+    from nqueens_kernels import count_from      # numba, imported in the leaf on demand
+    return int(count_from(n, cols, d1, d2))
+
+
+@spawn(leaf=count_from_numba)
+def queens_nb(n, cols, d1, d2):
+    if cols == (1 << n) - 1:
+        return 1
+    futures = [queens_nb(n, c, a, b) for c, a, b in children(n, cols, d1, d2)]
+    sync()
+    return sum(f.result() for f in futures)
+
+
+# --- mutual recursion ---------------------------------------------------------------
+@spawn
+def ping(n):
+    """ping(n) = pong(n-1) + ping(n-2) + 1; pong(n) = 2*ping(n-1) + pong(n-3)."""
+    if n <= 0:
+        return 1
+    a, b = sync(pong(n - 1), ping(n - 2))
+    return a + b + 1
+
+
+@spawn
+def pong(n):
+    if n <= 0:
+        return 2
+    a, b = sync(ping(n - 1), pong(n - 3))
+    return 2 * a + b
+
+
+def plain_ping(n, memo={}):
+    if n <= 0:
+        return 1
+    key = ("ping", n)
+    if key not in memo:
+        memo[key] = plain_pong(n - 1) + plain_ping(n - 2) + 1
+    return memo[key]
+
+
+def plain_pong(n, memo={}):
+    if n <= 0:
+        return 2
+    key = ("pong", n)
+    if key not in memo:
+        memo[key] = 2 * plain_ping(n - 1) + plain_pong(n - 3)
+    return memo[key]
+
+
+# --- keyword arguments --------------------------------------------------------------
+@spawn
+def weighted_sum(lo, hi, *, scale=1, offset=0):
+    """sum(scale * i + offset for i in range(lo, hi)), children called with kwargs."""
+    if hi - lo <= 4:
+        return sum(scale * i + offset for i in range(lo, hi))
+    mid = (lo + hi) // 2
+    a = weighted_sum(lo, hi=mid, scale=scale, offset=offset)
+    b = weighted_sum(lo=mid, hi=hi, offset=offset, scale=scale)
+    return sum(sync(a, b))
+
+
+# --- results of several types -------------------------------------------------------
+@dataclass(frozen=True)
+class Summary:
+    count: int
+    total: int
+    low: int
+    high: int
+
+
+@spawn
+def squares_list(lo, hi):
+    if hi - lo <= 3:
+        return [i * i for i in range(lo, hi)]
+    mid = (lo + hi) // 2
+    a, b = sync(squares_list(lo, mid), squares_list(mid, hi))
+    return a + b
+
+
+@spawn
+def residues(lo, hi, m):
+    """{r: how many i in [lo, hi) have i % m == r}."""
+    if hi - lo <= 5:
+        out = {}
+        for i in range(lo, hi):
+            out[i % m] = out.get(i % m, 0) + 1
+        return out
+    mid = (lo + hi) // 2
+    a, b = sync(residues(lo, mid, m), residues(mid, hi, m))
+    return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
+
+
+@spawn
+def cubes_array(lo, hi):
+    if hi - lo <= 8:
+        return np.arange(lo, hi, dtype=np.int64) ** 3
+    mid = (lo + hi) // 2
+    a, b = sync(cubes_array(lo, mid), cubes_array(mid, hi))
+    return np.concatenate([a, b])
+
+
+@spawn
+def summarize(values):
+    """A Summary of a tuple of ints."""
+    if len(values) <= 3:
+        return Summary(len(values), sum(values), min(values), max(values))
+    mid = len(values) // 2
+    a, b = sync(summarize(values[:mid]), summarize(values[mid:]))
+    return Summary(a.count + b.count, a.total + b.total, min(a.low, b.low),
+                   max(a.high, b.high))
+
+
+# --- dependent spawns: later spawns use earlier results -------------------------------
+@spawn(depth=1)
+def affine(x):
+    return 3 * x + 1
+
+
+@spawn(depth=5)
+def iterate_affine(x, steps):
+    """Applies affine ``steps`` times; each call needs the previous result."""
+    for _ in range(steps):
+        x = sync(affine(x))
+    return x
+
+
+@spawn(depth=1)
+def square(x):
+    return x * x
+
+
+@spawn(depth=5)
+def two_stage(n):
+    """Squares 0..n-1 in parallel, then squares each sum of neighbours."""
+    first = [square(i) for i in range(n)]
+    sync()
+    values = [f.result() for f in first]
+    second = [square(values[i] + values[i + 1]) for i in range(n - 1)]
+    sync()
+    return sum(f.result() for f in second)
+
+
+def plain_two_stage(n):
+    values = [i * i for i in range(n)]
+    return sum((values[i] + values[i + 1]) ** 2 for i in range(n - 1))
+
+
+# --- a fixed, countable number of tasks ---------------------------------------------
+@spawn
+def range_sum(lo, hi, nap=0.0):
+    """sum(range(lo, hi)) by halving; with ``depth=k`` a run makes exactly 2**k tasks
+    when hi - lo >= 2**k. ``nap`` seconds of sleep per call that has no children keep
+    the leaves busy without burning the CPU."""
+    if hi - lo <= 1:
+        if nap:
+            time.sleep(nap)
+        return lo if hi > lo else 0
+    mid = (lo + hi) // 2
+    a, b = sync(range_sum(lo, mid, nap), range_sum(mid, hi, nap))
+    return a + b
+
+
+@spawn
+def napping_sum(lo, hi, nap):
+    """Like range_sum, but every call with hi - lo <= 8 sleeps ``nap`` once (tasks)."""
+    if hi - lo <= 8:
+        time.sleep(nap)
+        return sum(range(lo, hi))
+    mid = (lo + hi) // 2
+    a, b = sync(napping_sum(lo, mid, nap), napping_sum(mid, hi, nap))
+    return a + b
+
+
+# --- failures -----------------------------------------------------------------------
+@spawn
+def divide_range(lo, hi, bad):
+    """sum(100 // (i - bad) for i in range(lo, hi)) by halving: the task holding
+    i == bad raises ZeroDivisionError."""
+    if hi - lo == 1:
+        return 100 // (lo - bad)
+    mid = (lo + hi) // 2
+    a, b = sync(divide_range(lo, mid, bad), divide_range(mid, hi, bad))
+    return a + b
+
+
+@spawn
+def slow_divide(lo, hi, bad, nap):
+    """divide_range whose calls without children sleep ``nap`` seconds first."""
+    if hi - lo == 1:
+        time.sleep(nap)
+        return 100 // (lo - bad)
+    mid = (lo + hi) // 2
+    a, b = sync(slow_divide(lo, mid, bad, nap), slow_divide(mid, hi, bad, nap))
+    return a + b
+
+
+@spawn(depth=1)
+def fail_or_sleep(i, secs):
+    if i == 0:
+        raise RuntimeError("task 0 fails at once")
+    time.sleep(secs)
+    return i
+
+
+@spawn
+def one_fails_others_sleep(n, secs):
+    """Task 0 raises at once; tasks 1..n-1 sleep ``secs`` seconds."""
+    futures = [fail_or_sleep(i, secs) for i in range(n)]
+    sync()
+    return sum(f.result() for f in futures)
+
+
+@spawn
+def fails_at_top(n):
+    """Raises in the top frame after its tasks are solved (above the spawn depth)."""
+    total = sync(fib(n))
+    if total > 0:
+        raise ValueError(f"top frame refuses total {total}")
+    return total
+
+
+@spawn
+def fails_before_spawning(n):
+    raise KeyError(f"no such key {n}")
+
+
+@spawn
+def echo(value):
+    return value
+
+
+@spawn
+def pass_to_child(value):
+    return sync(echo(value))
+
+
+def make_unpicklable(kind):
+    import threading
+    return (i for i in range(3)) if kind == "generator" else threading.Lock()
+
+
+@spawn
+def unpicklable_to_child(kind):
+    """The top frame makes a generator or a lock and passes it to a task."""
+    return sync(echo(1), echo(make_unpicklable(kind)))
+
+
+@spawn
+def returns_unpicklable(n):
+    import threading
+    if n == 0:
+        return threading.Lock()
+    return sync(returns_unpicklable(n - 1))
+
+
+@spawn
+def result_before_sync(n):
+    f = fib(n)
+    return f.result() + 1               # no sync: the value is not known on the root
+
+
+@spawn
+def sync_non_future(n):
+    return sync(n)
+
+
+_drift = itertools.count()
+
+
+@spawn
+def drifting(n):
+    """Chooses its children's arguments with a module-level counter: every pass over
+    the top of the recursion makes different calls."""
+    k = next(_drift)
+    a, b = sync(square(n + k), square(n))
+    return a + b
+
+
+# --- long runs for Ctrl-C and cleanup tests -------------------------------------------
+@spawn(depth=1)
+def slow_task(i, secs, mark):
+    if mark:
+        with open(mark, "a") as f:
+            f.write(f"{os.getpid()}\n")
+    time.sleep(secs)
+    return i
+
+
+@spawn(depth=5)
+def naps(durations, mark=""):
+    """One task per duration: task i sleeps durations[i] seconds."""
+    futures = [slow_task(i, secs, mark) for i, secs in enumerate(durations)]
+    sync()
+    return sum(f.result() for f in futures)
+

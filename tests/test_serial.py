@@ -1,0 +1,187 @@
+"""Serial elision and the programming model's errors, without any MPI process."""
+
+import pytest
+
+import dac
+from dac import Future, SyncError, spawn, sync
+
+import programs
+
+
+# --- serial elision ---------------------------------------------------------------------
+def test_fib_outside_run_is_the_plain_value():
+    assert programs.fib(20) == 6765
+    assert programs.fib(0) == 0
+    assert programs.fib(1) == 1
+
+
+def test_depth_and_cutoff_options_do_not_change_serial_values():
+    assert programs.fib_depth3(18) == programs.plain_fib(18)
+    assert programs.fib_cutoff(18) == programs.plain_fib(18)
+
+
+@pytest.mark.parametrize("n", [1, 4, 6, 8])
+def test_nqueens_python_body_outside_run(n):
+    assert programs.queens(n, 0, 0, 0) == programs.QUEENS[n]
+
+
+def test_serial_elision_uses_the_body_not_the_leaf_function():
+    calls = []
+
+    def leaf(n):
+        calls.append(n)
+        return -1
+
+    @spawn(leaf=leaf)
+    def double(n):
+        return 2 * n
+
+    assert double(21) == 42
+    assert calls == []
+
+
+def test_mutual_recursion_outside_run():
+    assert programs.ping(12) == programs.plain_ping(12)
+    assert programs.pong(9) == programs.plain_pong(9)
+
+
+def test_kwargs_outside_run():
+    expected = sum(3 * i + 2 for i in range(5, 40))
+    assert programs.weighted_sum(5, 40, scale=3, offset=2) == expected
+
+
+def test_a_spawn_function_returns_a_done_future_inside_a_serial_call():
+    seen = []
+
+    @spawn
+    def child(x):
+        return x + 1
+
+    @spawn
+    def parent(x):
+        f = child(x)
+        seen.append(f)
+        return sync(f)
+
+    assert parent(1) == 2
+    assert isinstance(seen[0], Future) and seen[0].done()
+    assert seen[0].result() == 2
+
+
+def test_sync_with_no_argument_waits_for_all_children_and_returns_none():
+    @spawn
+    def child(x):
+        return x * 10
+
+    @spawn
+    def parent():
+        fs = [child(i) for i in range(4)]
+        assert sync() is None
+        return [f.result() for f in fs]
+
+    assert parent() == [0, 10, 20, 30]
+
+
+def test_sync_of_several_futures_returns_a_tuple_of_one_future_the_value():
+    @spawn
+    def child(x):
+        return x
+
+    @spawn
+    def parent():
+        one = sync(child(7))
+        three = sync(child(1), child(2), child(3))
+        return one, three
+
+    assert parent() == (7, (1, 2, 3))
+
+
+# --- sync and futures misused ---------------------------------------------------------
+def test_sync_outside_a_spawned_call_raises_sync_error():
+    with pytest.raises(SyncError, match=r"sync\(\) called outside a spawned call"):
+        sync()
+    with pytest.raises(SyncError, match="outside a spawned call"):
+        sync(Future(3))
+
+
+def test_sync_error_is_a_dac_error_and_a_runtime_error():
+    assert issubclass(SyncError, dac.DacError)
+    assert issubclass(SyncError, RuntimeError)
+
+
+def test_sync_of_a_non_future_raises():
+    with pytest.raises(SyncError, match=r"sync\(\) takes futures .* got int 5"):
+        programs.sync_non_future(5)
+
+
+def test_sync_of_a_non_future_among_futures_raises():
+    @spawn
+    def child(x):
+        return x
+
+    @spawn
+    def parent():
+        return sync(child(1), "two")
+
+    with pytest.raises(SyncError, match="got str 'two'"):
+        parent()
+
+
+def test_future_result_before_done_raises():
+    f = Future(call="fib(30)")
+    assert not f.done()
+    with pytest.raises(SyncError, match=r"fib\(30\) is not known yet: call sync\(\)"):
+        f.result()
+    assert "pending" in repr(f)
+
+
+def test_done_future():
+    f = Future(None)
+    assert f.done() and f.result() is None
+    assert Future([1, 2]).result() == [1, 2]
+
+
+# --- @spawn options ---------------------------------------------------------------------
+def _body(n):
+    return n
+
+
+@pytest.mark.parametrize("depth", [-1, -10, True, 2.0, "3"])
+def test_spawn_depth_must_be_a_non_negative_int(depth):
+    with pytest.raises(ValueError, match=r"depth=.*>= 0"):
+        spawn(depth=depth)(_body)
+
+
+def test_spawn_depth_zero_is_allowed():
+    sf = spawn(depth=0)(_body)
+    assert sf.depth == 0 and sf(5) == 5
+
+
+@pytest.mark.parametrize("name", ["cutoff", "leaf", "gpu_batch"])
+def test_spawn_function_options_must_be_callable(name):
+    with pytest.raises(TypeError, match=rf"@spawn\({name}=\.\.\.\) must be callable"):
+        spawn(**{name: 42})(_body)
+
+
+def test_spawn_depth_and_cutoff_together_are_rejected():
+    with pytest.raises(ValueError, match="depth= or cutoff=, not both"):
+        spawn(depth=2, cutoff=lambda n: n < 3)(_body)
+
+
+def test_spawn_of_a_non_function_is_rejected():
+    with pytest.raises(TypeError, match="decorates a function"):
+        spawn(5)
+
+
+def test_spawn_keeps_the_function_metadata():
+    assert programs.fib.__name__ == "fib"
+    assert programs.fib.__doc__ is None
+    assert programs.queens.leaf is programs.count_from_py
+    assert programs.fib_depth3.depth == 3
+    assert programs.fib_cutoff.cutoff is programs._small
+    assert repr(programs.fib) == "<spawn function fib>"
+
+
+def test_run_rejects_a_plain_function_without_spawning(no_spawning):
+    with pytest.raises(TypeError, match="decorated with @dac.spawn"):
+        dac.run(_body, 3, procs=1)
