@@ -20,7 +20,7 @@ import hashlib
 import traceback
 
 from . import context
-from .errors import ReplayMismatchError, SyncError, TaskError
+from .errors import DacError, ReplayMismatchError, TaskError
 from .future import Future
 from .serialize import dumps, dumps_function
 
@@ -30,6 +30,38 @@ MAX_AUTO_DEPTH = 48
 class Suspend(BaseException):
     """Raised in a frame that syncs on a pending future (never seen by user code that
     catches ``Exception``)."""
+
+
+_SIMPLE = frozenset((int, float, str, bytes, bool, type(None)))
+
+
+def _fingerprint(args, kwargs, blob=None):
+    """What identifies a call's arguments across passes: the arguments themselves when
+    they are plain scalars (cheap to compare), else a digest of their pickle; None
+    when they cannot be pickled (a frame above the spawn depth needs no pickling)."""
+    if _SIMPLE.issuperset(map(type, args)):
+        if not kwargs:
+            return args
+        if _SIMPLE.issuperset(map(type, kwargs.values())):
+            return args, tuple(sorted(kwargs.items()))
+    if blob is None:
+        try:
+            import pickle
+            blob = pickle.dumps((args, kwargs), pickle.HIGHEST_PROTOCOL)
+        except Exception:                                   # noqa: BLE001
+            return None
+    return hashlib.blake2b(blob, digest_size=16).digest()
+
+
+class _Lazy:
+    """A message naming a call, formatted only if an error needs it."""
+
+    def __init__(self, what, call):
+        self.what, self.call = what, call
+
+    def __str__(self):
+        sf, args, kwargs = self.call
+        return f"{self.what} {sf.describe(args, kwargs)}"
 
 
 class Frame:
@@ -59,6 +91,8 @@ class Expansion:
         self.tasks: dict = {}        # path -> Task, every task ever found
         self.new_tasks: list = []    # tasks found by the current pass
         self.stack: list = []
+        self.auto_used = False       # some call became a task by the automatic depth
+        self.max_task_depth = 0
 
     # one pass -----------------------------------------------------------------
     def run_pass(self, sf, args, kwargs):
@@ -83,23 +117,29 @@ class Expansion:
     def is_task(self, sf, args, kwargs, depth) -> bool:
         if sf.cutoff is not None:
             return depth >= MAX_AUTO_DEPTH * 4 or bool(sf.cutoff(*args, **kwargs))
-        limit = sf.depth if sf.depth is not None else self.auto_depth
-        return depth >= limit
+        if sf.depth is not None:
+            return depth >= sf.depth
+        if depth >= self.auto_depth:
+            self.auto_used = True
+            return True
+        return False
 
     def _call(self, sf, args, kwargs, path, depth) -> Future:
-        call = sf.describe(args, kwargs)
-        argblob = dumps((args, kwargs), f"an argument of {call}")
-        self._check(path, sf, argblob, call)
+        call = (sf, args, kwargs)                 # described only when a message needs it
         if self.is_task(sf, args, kwargs, depth):
+            argblob = dumps((args, kwargs), _Lazy("an argument of", call))
+            self._check(path, sf, _fingerprint(args, kwargs, argblob), call)
             if path in self.results:
                 return Future(self.results[path], call)
             if path not in self.tasks:
                 tid = len(self.tasks)
-                payload = dumps((tid, sf.key, depth, argblob), f"task {call}")
+                payload = dumps((tid, sf.key, depth, argblob), _Lazy("task", call))
                 task = Task(tid, path, sf, payload, call)
                 self.tasks[path] = task
                 self.new_tasks.append(task)
+                self.max_task_depth = max(self.max_task_depth, depth)
             return Future(call=call)
+        self._check(path, sf, _fingerprint(args, kwargs), call)
         if path in self.finished:
             return Future(self.finished[path], call)
         frame = Frame(path, depth)
@@ -110,25 +150,27 @@ class Expansion:
                 return Future(call=call)
         except Suspend:
             return Future(call=call)
-        except (TaskError, ReplayMismatchError, SyncError):
+        except DacError:
             raise
         except Exception as exc:
             raise TaskError(type(exc).__name__, str(exc), traceback.format_exc(),
-                            call, "the root, above the spawn depth") from exc
+                            sf.describe(args, kwargs),
+                            "the root, above the spawn depth") from exc
         finally:
             self.stack.pop()
         self.finished[path] = value
         return Future(value, call)
 
-    def _check(self, path, sf, argblob, call) -> None:
-        digest = hashlib.blake2b(argblob, digest_size=16).digest()
+    def _check(self, path, sf, fingerprint, call) -> None:
         seen = self.records.get(path)
         if seen is None:
-            self.records[path] = (sf.key, digest, call)
-        elif seen[0] != sf.key or seen[1] != digest:
+            self.records[path] = (sf.key, fingerprint, call)
+        elif seen[0] != sf.key or (fingerprint is not None and seen[1] is not None
+                                   and seen[1] != fingerprint):
+            was, now = seen[2][0].describe(*seen[2][1:]), sf.describe(*call[1:])
             raise ReplayMismatchError(
                 f"the recursion above the spawn depth changed between passes: call "
-                f"#{'.'.join(map(str, path)) or 'top'} was {seen[2]} and is now {call}. "
+                f"#{'.'.join(map(str, path)) or 'top'} was {was} and is now {now}. "
                 f"Calls above the spawn depth must be deterministic (no randomness or "
                 f"outside state); lower the spawn depth or make them deterministic.")
 
@@ -156,21 +198,25 @@ def function_table(tasks, sent: set) -> dict:
 def choose_depth(sf, args, kwargs, target: int, fixed=None) -> Expansion:
     """The first pass, at the shallowest automatic depth giving ``target`` tasks.
 
-    Deepening stops when the count reaches ``target``, stops growing (the recursion
-    ended), or the depth reaches ``MAX_AUTO_DEPTH``.
+    Deepening stops when the count reaches ``target``, when the automatic depth decided
+    nothing (only ``depth=``/``cutoff=`` functions), when the count stops growing, or at
+    ``MAX_AUTO_DEPTH``. If going deeper reached the bottom of the recursion (the pass
+    finished with no task at all), the previous depth is kept: the leaves, not the root,
+    must do the work.
     """
     if fixed is not None:
         exp = Expansion(fixed)
         exp.first = exp.run_pass(sf, args, kwargs)
         return exp
-    previous = -1
-    depth = 1
-    while True:
+    previous = None
+    for depth in range(1, MAX_AUTO_DEPTH + 1):
         exp = Expansion(depth)
         exp.first = exp.run_pass(sf, args, kwargs)
         count = len(exp.new_tasks)
-        if count >= target or count == previous or depth >= MAX_AUTO_DEPTH \
-                or exp.first[0]:
+        if count == 0 and exp.first[0]:
+            return previous if previous is not None else exp
+        if count >= target or not exp.auto_used or \
+                (previous is not None and count <= len(previous.new_tasks)):
             return exp
-        previous = count
-        depth += 1
+        previous = exp
+    return exp

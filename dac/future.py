@@ -16,7 +16,7 @@ class Future:
 
     __slots__ = ("_value", "_call")
 
-    def __init__(self, value=_PENDING, call: str = ""):
+    def __init__(self, value=_PENDING, call=""):
         self._value = value
         self._call = call
 
@@ -25,10 +25,16 @@ class Future:
 
     def result(self):
         if self._value is _PENDING:
-            raise SyncError(f"the result of {self._call or 'this spawned call'} is not "
-                            f"known yet: call sync() on it first")
+            raise SyncError(f"the result of {self._describe() or 'this spawned call'} is "
+                            f"not known yet: call sync() on it first")
         return self._value
+
+    def _describe(self) -> str:
+        call = self._call            # "name(args)" or (SpawnFunction, args, kwargs)
+        if isinstance(call, tuple):
+            return call[0].describe(call[1], call[2])
+        return call
 
     def __repr__(self) -> str:
         state = f"done value={self._value!r}" if self.done() else "pending"
-        return f"<Future {self._call} {state}>"
+        return f"<Future {self._describe()} {state}>"

@@ -206,7 +206,7 @@ class Runtime:
         from stealing.stats import totals
         stats = totals(stats_list, startup)
         stats["rounds"] = rounds
-        stats["depth"] = exp.auto_depth
+        stats["depth"] = exp.max_task_depth
         global last_report
         self.report = last_report = RunReport(value, elapsed, stats)
         return self.report

@@ -14,7 +14,9 @@ from .errors import SerializationError
 PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
-def dumps(obj, what: str) -> bytes:
+def dumps(obj, what) -> bytes:
+    """Pickle ``obj``; ``what`` (a string, or an object whose str() is one) names it in
+    the error."""
     try:
         return pickle.dumps(obj, PROTOCOL)
     except Exception:                                       # noqa: BLE001

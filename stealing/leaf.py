@@ -173,10 +173,14 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         leaf.serve(watchdog)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     except Abort:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         got = mailbox.wait([parent], timeout=2.0)
         while got is not None and got[2] != P.STOP:
             got = mailbox.wait([parent], timeout=2.0)
         leaf.send(P.BYE, [])
+    # From here on the leaf only disconnects and finalizes, which can wait for the
+    # other leaves spawned with it; a SIGTERM meant for a busy sibling must not kill it
+    # (MPICH would then kill the whole job, the user's root process included).
     sys.stdout.flush()

@@ -138,6 +138,9 @@ class Node:
                 self.one_shot_stats.append(leaf_stats)
                 child.pids = []
                 self._retire_one_shot(child)
+                if self.stopping is not None:   # it ended before reading STOP
+                    self.stopping -= 1
+                    return
             if want:
                 child.want, child.asked, child.waited = want, True, False
                 child.last_want = want
@@ -154,6 +157,8 @@ class Node:
                 self.on_stats_done()
         elif tag == P.BYE:
             self.stopping -= 1
+            if child.role == "slot":            # a spawn-per-batch leaf stopped early
+                self._retire_one_shot(child)
         else:
             raise RuntimeError(f"unexpected {P.NAMES.get(tag, tag)} from a child")
 
@@ -193,6 +198,8 @@ class Node:
 
     def distribute(self) -> None:
         """Give waiting children tasks, ask upwards, or say "no more"."""
+        if self.stopping is not None:
+            return
         wanting = [c for c in self.children if c.want > 0]
         if wanting and self.pool:
             total_want = sum(c.want for c in wanting)
@@ -227,8 +234,8 @@ class Node:
 
     def give(self, c: Child, n: int) -> None:
         rec = self.meter.record
-        if c.asked and not c.waited:
-            rec["steals_local"] += 1
+        if c.asked and c.role != "router":      # a leaf's steal request is answered
+            rec["steals_after_remote" if c.waited else "steals_local"] += 1
         tasks = [self.pool.popleft() for _ in range(n)]
         c.want, c.asked, c.waited = 0, False, False
         c.outstanding += n

@@ -58,5 +58,6 @@ def main() -> None:
     else:
         from .leaf import serve
     serve(MPI, parent, init, mailbox, watchdog)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     mailbox.flush(timeout=10)
     parent.Disconnect()

@@ -18,6 +18,14 @@ from .node import Node
 from .stats import Meter, totals
 
 
+def init_mpi():
+    """Import mpi4py, which initializes MPI (an MPI singleton when started by python)."""
+    import mpi4py
+    mpi4py.rc.threads = False
+    from mpi4py import MPI
+    return MPI
+
+
 class RootStop(Exception):
     """A child reported a task failure; ``info`` holds its description."""
 
@@ -65,9 +73,7 @@ class RootScheduler:
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
-        import mpi4py
-        mpi4py.rc.threads = False
-        from mpi4py import MPI
+        MPI = init_mpi()
         from .waiting import Mailbox
         self.started_at = time.time()
         params = self.params

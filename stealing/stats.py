@@ -1,4 +1,17 @@
-"""Satin-style statistics of a run: one record per process, and their totals."""
+"""Satin-style statistics of a run: one record per process, and their totals.
+
+Steal counters, counted where the request is answered or sent:
+
+* ``steals_local`` — a leaf's request answered at once from its parent's pool;
+* ``steals_remote`` — a request a router sent up to its parent (its pool was low or
+  empty): a steal that leaves the subtree, across clusters at the top of the tree;
+* ``steals_after_remote`` — a leaf's request answered with tasks that a remote steal
+  brought (the leaf waited for the round trip);
+* ``steals_failed`` — a request answered "no more".
+
+So the batches leaves received = initial batches + ``steals_local`` +
+``steals_after_remote``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +19,8 @@ import os
 import socket
 import time
 
-TOTAL_KEYS = ("spawns", "batches", "steals_local", "steals_remote", "steals_failed")
+TOTAL_KEYS = ("spawns", "batches", "steals_local", "steals_remote", "steals_after_remote",
+              "steals_failed")
 
 
 def new_record(role: str, cluster: str = "local") -> dict:
@@ -14,7 +28,7 @@ def new_record(role: str, cluster: str = "local") -> dict:
     return {"role": role, "cluster": cluster, "host": socket.gethostname(),
             "pid": os.getpid(), "cpu_s": 0.0, "tasks": 0, "busy_s": 0.0, "idle_s": 0.0,
             "spawns": 0, "batches": 0, "steals_local": 0, "steals_remote": 0,
-            "steals_failed": 0}
+            "steals_after_remote": 0, "steals_failed": 0}
 
 
 class Meter:

@@ -117,13 +117,6 @@ def test_killing_the_root_leaves_no_process(tmp_path):
     assert wait_for_no_processes(tag, timeout=10) == {}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: Ctrl-C while one leaf is idle and another is inside a task: the idle leaf "
-    "answers STOP and waits in MPI_Finalize for its sibling; after the 1 s grace "
-    "RootScheduler.stop SIGTERMs every local leaf, Python's handlers are already gone "
-    "in the finalizing leaf so SIGTERM kills it, and hydra_pmi_proxy then SIGKILLs the "
-    "root's whole process group: the root dies with -9 after ~1 s instead of raising "
-    "KeyboardInterrupt"))
 def test_ctrl_c_with_one_busy_leaf_raises_keyboard_interrupt(tmp_path):
     for attempt in range(3):            # timing-dependent: every attempt must pass
         tag = new_tag()

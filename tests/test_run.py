@@ -33,13 +33,6 @@ def test_run_returns_the_value_of_run_report():
     assert dac.run(programs.fib, 16, procs=1) == 987
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: automatic spawn depth (dac/expansion.py choose_depth) deepens until the task "
-    "count reaches the target (max(16*procs, 2*initial share), 100 for procs=5); a "
-    "recursion with fewer calls than that (napping_sum(0, 512): 64 calls at depth 6) "
-    "is expanded one level past its end, the expansion pass finishes the whole "
-    "computation on the root and the run uses no leaf at all (tasks 0, rounds 0, "
-    "spawns 0): with 0.05 s per call, procs=5 takes 3.2 s against 1.8 s for procs=2"))
 def test_auto_depth_distributes_a_recursion_smaller_than_the_target():
     report = dac.run_report(programs.napping_sum, 0, 512, 0.0, procs=5)
     assert report.result == sum(range(512))

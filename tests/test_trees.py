@@ -5,9 +5,10 @@ What the counters count (stealing/node.py, stealing/leaf.py):
 * ``spawns`` — processes a node spawned: its routers or persistent leaves when the tree
   is built, and in spawn-per-batch mode one leaf per batch it gives.
 * ``batches`` — TASKS messages received by leaves (a node's gives to its leaves).
-* ``steals_local`` — steal requests (a child's RESULTS asking for more) that a node
-  answered from its own pool without asking upwards; children may be leaves or routers.
-* ``steals_remote`` — requests a router sent to its parent because its pool ran dry.
+* ``steals_local`` — a leaf's steal request (its RESULTS asking for more) answered at
+  once from its parent's pool.
+* ``steals_remote`` — requests a router sent to its parent because its pool ran low.
+* ``steals_after_remote`` — a leaf's request answered with tasks a remote steal brought.
 * ``steals_failed`` — steal requests answered "no more".
 * ``tasks`` — tasks solved by a process (leaves, and the root while the leaves start).
 
@@ -88,10 +89,12 @@ def test_persistent_tree(procs, routers):
     assert all(p["batches"] >= 1 for p in leaves)
     assert stats["batches"] == sum(p["batches"] for p in leaves)
     for parent, kids in leaf_groups(stats["processes"]):
-        assert sum(k["batches"] for k in kids) >= len(kids) + parent["steals_local"]
+        assert sum(k["batches"] for k in kids) == \
+            len(kids) + parent["steals_local"] + parent["steals_after_remote"]
+    assert stats["batches"] == procs + stats["steals_local"] + stats["steals_after_remote"]
     if not routers:
-        # the root is the only parent and it never waits: initial + local steals
-        assert stats["batches"] == procs + stats["steals_local"]
+        # the root is the only parent and it never waits
+        assert stats["steals_after_remote"] == 0
 
     assert stats["steals_failed"] == procs + routers
     assert all(p["steals_local"] == p["steals_remote"] == p["steals_failed"] == 0
@@ -127,8 +130,7 @@ def test_spawn_per_batch_tree(procs, routers):
     assert sum(p["processes"] for p in leaves) == stats["batches"]
     assert stats["spawns"] == routers + stats["batches"]
     assert stats["batches"] >= procs
-    if not routers:
-        assert stats["batches"] == procs + stats["steals_local"]
+    assert stats["batches"] == procs + stats["steals_local"] + stats["steals_after_remote"]
 
     assert stats["steals_failed"] == procs + routers
     if routers:
