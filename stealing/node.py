@@ -254,7 +254,11 @@ class Node:
         if self.requested or self.parent is None:
             return
         self.requested = True
-        self.meter.record["steals_remote"] += 1
+        rec = self.meter.record
+        rec["steals_remote"] += 1
+        # how full the pool still was: at most the low-water mark (prefetch), 0 (blocking)
+        rec["remote_pool_max"] = max(rec.get("remote_pool_max", 0), len(self.pool))
+        rec["low_water"] = self.low_water()
         results, self.results = self.results, []
         self.send_up(P.RESULTS, (results, self.ask_amount(), None))
 

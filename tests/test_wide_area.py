@@ -1,0 +1,72 @@
+"""Two emulated clusters on this machine (`--local`, 50 ms between them): the tree
+mirrors them, steals stay inside a cluster until its pool runs low, and the wide-area
+link is crossed by remote steals only."""
+
+import os
+
+import pytest
+
+import dac
+from launcher.topology import load_topology
+
+import programs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TWO = os.path.join(ROOT, "examples", "topologies", "two-clusters.toml")
+
+
+def routers(stats):
+    return [p for p in stats["processes"] if p["role"] == "router"]
+
+
+@pytest.mark.parametrize("remote", ["prefetch", "blocking"])
+def test_two_clusters_fifty_ms_apart(remote):
+    topo = load_topology(TWO)
+    assert [c.latency_ms for c in topo.clusters] == [0, 50]
+    report = dac.run_report(programs.queens, 10, 0, 0, 0, topology=TWO, local=True,
+                            remote=remote, batch="fixed", tasks_per_leaf=2,
+                            root_helps=False)
+    stats = report.stats
+    assert report.result == programs.QUEENS[10]
+    rs = routers(stats)
+    assert sorted(r["cluster"] for r in rs) == ["far", "near"]
+    leaves = [p for p in stats["processes"] if p["role"] == "leaf"]
+    assert sorted(p["cluster"] for p in leaves) == ["far", "far", "near", "near"]
+    assert stats["tasks"] == sum(p["tasks"] for p in leaves)
+    # steals mostly stay in the cluster
+    assert stats["steals_local"] > stats["steals_remote"] >= 2
+    for r in rs:
+        assert r["steals_remote"] >= 1
+        # a remote steal was asked only once the pool was low: at most one batch per
+        # leaf with prefetch, empty with the thesis' blocking behaviour
+        limit = r["low_water"] if remote == "prefetch" else 0
+        assert r["remote_pool_max"] <= limit
+    # idle time of the leaves is reported
+    assert all(p["idle_s"] >= 0 and p["busy_s"] > 0 for p in leaves)
+    assert stats["steals_failed"] == 4 + 2
+
+
+def test_a_delayed_link_delivers_late_and_in_order():
+    import time
+
+    from stealing.root import init_mpi
+    from stealing.waiting import Mailbox
+    MPI = init_mpi()
+    comm = MPI.COMM_SELF.Dup()
+    try:
+        box = Mailbox(MPI)
+        box.set_delay(comm, 0.05)
+        t0 = time.monotonic()
+        for i in range(3):
+            box.send(comm, i, 0, 5)
+        got = [box.wait([comm], timeout=2) for _ in range(3)]
+        waited = time.monotonic() - t0
+        assert [g[3] for g in got] == [0, 1, 2]
+        assert 0.05 <= waited < 0.5
+        box.set_delay(comm, 0)
+        t0 = time.monotonic()
+        box.send(comm, "now", 0, 5)
+        assert box.wait([comm], timeout=2)[3] == "now"
+        assert time.monotonic() - t0 < 0.04
+    finally:
+        comm.Free()
