@@ -45,6 +45,8 @@ class Leaf:
         self.batch_s = float(init.get("batch_s", 0.05))
         self.slowdown = float(init.get("slowdown", 1.0))
         self.batch_len = self.tasks_per_leaf
+        self.rate = None            # tasks per second, smoothed
+        self.win_tasks, self.win_busy = 0, 0.0
         self.one_shot = bool(init.get("one_shot"))
         self.prefetch = bool(init.get("prefetch", True)) and not self.one_shot
         self.tasks: deque = deque()
@@ -97,11 +99,18 @@ class Leaf:
     # the work loop -------------------------------------------------------------
     @property
     def want(self) -> int:
-        """Tasks to ask for: fixed, or ``batch_s`` seconds of work at the measured rate."""
-        rec = self.meter.record
-        if not self.by_rate or rec["tasks"] == 0 or rec["busy_s"] <= 0:
+        """Tasks to ask for: fixed, or ``batch_s`` seconds of work at the measured rate.
+
+        The rate is smoothed over the windows between two requests, so a slow first
+        task (JIT, cache loading) is soon forgotten.
+        """
+        if self.win_tasks and self.win_busy > 0:
+            rate = self.win_tasks / self.win_busy
+            self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
+            self.win_tasks, self.win_busy = 0, 0.0
+        if not self.by_rate or self.rate is None:
             return self.tasks_per_leaf
-        return max(1, min(1 << 20, round(rec["tasks"] / rec["busy_s"] * self.batch_s)))
+        return max(1, min(1 << 20, round(self.rate * self.batch_s)))
 
     def ask(self) -> None:
         results, self.results = self.results, []
@@ -125,6 +134,8 @@ class Leaf:
             spent *= self.slowdown
         self.meter.record["busy_s"] += spent
         self.meter.record["tasks"] += 1
+        self.win_tasks += 1
+        self.win_busy += spent
         self.results.append((tid, blob))
 
     def report_error(self, payload, exc) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections import deque
 
 from . import protocol as P
@@ -65,6 +66,9 @@ class Node:
         self.stopping = None            # children left to say BYE, or None
         self.errors: list = []
         self.prefetch_remote = config.get("remote", "prefetch") == "prefetch"
+        self.batch_s = float(config.get("batch_s", 0.05))
+        self.rtt = 0.0                  # measured round trip of a remote steal (s)
+        self.asked_at = None
 
     # building the subtree ------------------------------------------------------
     def spawn_children(self, plan: dict) -> None:
@@ -184,6 +188,7 @@ class Node:
 
     def add_tasks(self, tasks) -> None:
         """Tasks from the parent (or the root's expansion); idle children get a share."""
+        self.note_answer()
         self.pool.extend(tasks)
         self.begin_round()
         self.requested = False
@@ -192,6 +197,7 @@ class Node:
         self.distribute()
 
     def on_nomore(self) -> None:
+        self.note_answer()
         self.requested = False
         self.exhausted = True
         self.distribute()
@@ -230,7 +236,7 @@ class Node:
         0 (``remote="blocking"``: ask only when empty, as in the thesis)."""
         if not self.prefetch_remote or self.parent is None:
             return 0
-        return sum(c.last_want for c in self.children)
+        return int(self._cover())
 
     def give(self, c: Child, n: int) -> None:
         rec = self.meter.record
@@ -254,6 +260,7 @@ class Node:
         if self.requested or self.parent is None:
             return
         self.requested = True
+        self.asked_at = time.monotonic()
         rec = self.meter.record
         rec["steals_remote"] += 1
         # how full the pool still was: at most the low-water mark (prefetch), 0 (blocking)
@@ -265,10 +272,22 @@ class Node:
     quota_of_self = 1
 
     def ask_amount(self) -> int:
-        """A router's steal asks for its initial share, or for ``steal_factor`` rounds of
-        what its children ask for now (batches sized by the leaves' measured rates)."""
+        """A router's steal asks for its initial share, or ``steal_factor`` times what
+        its children consume while a request travels (see ``low_water``)."""
+        return max(self.quota_of_self, int(self.params.steal_factor * self._cover()))
+
+    def _cover(self) -> float:
+        """Tasks the children take in one round of batches plus one round trip to the
+        parent (the leaves ask for ``batch_s`` seconds of work at a time)."""
         recent = sum(c.last_want for c in self.children)
-        return max(self.quota_of_self, int(self.params.steal_factor * recent))
+        return recent * (1.0 + self.rtt / self.batch_s)
+
+    def note_answer(self) -> None:
+        """The parent answered a remote steal: update the measured round trip."""
+        if self.asked_at is not None:
+            rtt = time.monotonic() - self.asked_at
+            self.rtt = rtt if self.rtt == 0.0 else 0.5 * (self.rtt + rtt)
+            self.asked_at = None
 
     @property
     def total_procs(self) -> int:

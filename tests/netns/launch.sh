@@ -25,4 +25,5 @@ if [ $# -lt 2 ]; then
   exit 255
 fi
 host="$1"; shift
+PATH="$PATH:/usr/sbin:/sbin"
 exec ip netns exec "$host" /bin/sh -c "$*"
