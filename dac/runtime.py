@@ -9,6 +9,7 @@ process of the tree before the error reaches the caller.
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ BATCH_MODES = ("rate", "fixed")
 REMOTE_MODES = ("prefetch", "blocking")
 STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
 OPTIONS = ("procs", "local", "depth", "leaf_mode", "prefetch", "remote", "batch",
-           "batch_s", "root_helps") + STEAL_KEYS
+           "batch_s", "root_helps", "preload") + STEAL_KEYS
 last_report = None      # the report of this process's latest run (read by `dac run --json`)
 defaults: dict = {}     # options set by the `dac run` command line (topology, leaf_mode)
 
@@ -70,6 +71,10 @@ def _check_options(options: dict) -> dict:
     if isinstance(batch_s, bool) or not isinstance(batch_s, (int, float)) \
             or not batch_s > 0:
         raise ValueError(f"batch_s must be a number of seconds > 0, got {batch_s!r}")
+    preload = opts.setdefault("preload", ())
+    if isinstance(preload, str) or not all(isinstance(m, str) and m for m in preload):
+        raise TypeError(f"preload must be a list of module names, got {preload!r}")
+    opts["preload"] = list(preload)
     depth = opts.get("depth")
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
                               or depth < 0):
@@ -111,7 +116,13 @@ class Runtime:
     asks for more when half its batch is left; default on); ``remote``
     (``"prefetch"``: a router asks its parent before its pool runs dry, default;
     ``"blocking"``: only when empty, the thesis); ``root_helps`` (the root solves tasks
-    while the leaves start; default on).
+    while the leaves start; default on); ``preload`` (modules every leaf imports as
+    soon as it starts: with ``start()`` called before the script's own heavy imports,
+    the leaves' cold start overlaps the root's).
+
+    ``start()`` spawns the tree now (``run`` does it otherwise). The first run of a
+    runtime reports the tree's start-up in ``stats["startup_s"]``; its ``elapsed_s``
+    includes the spawn only if the run started the tree.
     """
 
     def __init__(self, topology=None, **options):
@@ -135,10 +146,11 @@ class Runtime:
         if self.scheduler is None:
             from stealing.root import RootScheduler
             settings = {k: self.options[k] for k in ("leaf_mode", "batch", "batch_s",
-                                                     "remote")}
+                                                     "remote", "preload")}
             settings["prefetch"] = self.options.get("prefetch", True)
             sched = RootScheduler(self.plan, self.options["params"], settings)
             self.scheduler = sched
+            atexit.register(self.close)         # a runtime left open ends with Python
             try:
                 sched.start()
             except BaseException:
@@ -151,6 +163,7 @@ class Runtime:
         """Stop every process of the tree (idempotent)."""
         sched, self.scheduler = self.scheduler, None
         if sched is not None:
+            atexit.unregister(self.close)
             sched.stop()
 
     def __enter__(self) -> "Runtime":
@@ -177,7 +190,6 @@ class Runtime:
         stats_list = []
         startup = 0.0
         if not done:
-            spawned_here = self.scheduler is None
             self.start()
             sched = self.scheduler
             try:
@@ -197,7 +209,7 @@ class Runtime:
                         exp.results[by_tid[tid].path] = loads(blob)
                     done, value = exp.run_pass(fn, args, kwargs)
                 stats_list = sched.end_job()
-                if spawned_here:
+                if sched.job_id == 1:
                     startup = sched.startup_s or 0.0
             except BaseException as exc:
                 self._abort(exc)

@@ -177,11 +177,24 @@ class Leaf:
             self.handle(tag, payload)
 
 
+def preload(modules) -> None:
+    """Import what the job will need while the root is still busy (``preload=``):
+    a cold interpreter spends most of its start-up importing numba and the like."""
+    import importlib
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:                            # noqa: BLE001
+            print(f"dac leaf: preload of {name!r} failed: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+
+
 def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     """Run the leaf; on SIGTERM (the root stopping a run mid-task) leave cleanly:
     take the STOP message, say BYE, and let the caller disconnect."""
     leaf = Leaf(MPI, parent, init, mailbox)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    preload(init.get("preload", ()))
     try:
         leaf.serve(watchdog)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
