@@ -44,7 +44,7 @@ from dac import run_report  # noqa: E402
 
 def one_run(n, mode, tpl, depth, root_helps):
     rep = run_report(queens, n, 0, 0, 0, procs=2, leaf_mode=mode, tasks_per_leaf=tpl,
-                     depth=depth, root_helps=root_helps)
+                     batch="fixed", depth=depth, root_helps=root_helps)
     st = rep.stats
     leaves = [p for p in st["processes"] if p["role"] == "leaf"]
     return {"elapsed_s": rep.elapsed_s, "startup_s": st["startup_s"],
@@ -61,6 +61,7 @@ def probe(n, depth):
     """Child side of part 2: one leaf, one batch; prints one JSON line."""
     t0 = time.perf_counter()
     rep = run_report(queens, n, 0, 0, 0, procs=1, depth=depth, tasks_per_leaf=100000,
+                     batch="fixed",
                      root_helps=False)    # every task goes to the leaf, in one batch
     leaf = [p for p in rep.stats["processes"] if p["role"] == "leaf"][0]
     print(json.dumps({"elapsed_s": rep.elapsed_s, "startup_s": rep.stats["startup_s"],
