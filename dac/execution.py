@@ -53,3 +53,35 @@ def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
         pass
     return {"type": type(exc).__name__, "message": str(exc), "traceback": tb,
             "task": call, "where": f"leaf pid {os.getpid()} on {socket.gethostname()}"}
+
+
+def run_batch_payloads(payloads: list, table: dict) -> list:
+    """Run a batch of tasks on this leaf's GPU: ``[(task id, pickled result)]``.
+
+    Tasks of a function with ``gpu_batch`` go to it together, one NumPy array per
+    argument; the others run one by one as on a CPU leaf.
+    """
+    import numpy as np
+    groups: dict = {}
+    out = []
+    for payload in payloads:
+        tid, key, depth, argblob = loads(payload)
+        sf = table[key]
+        if sf.gpu_batch is None:
+            out.append(run_task_payload(payload, table))
+            continue
+        args, kwargs = loads(argblob)
+        if kwargs:
+            raise TypeError(f"{sf.__name__}: a gpu_batch task takes positional "
+                            f"arguments only, got keywords {sorted(kwargs)}")
+        groups.setdefault(key, []).append((tid, args))
+    for key, items in groups.items():
+        sf = table[key]
+        columns = [np.asarray(col) for col in zip(*(args for _, args in items))]
+        values = np.asarray(sf.gpu_batch(*columns))
+        if values.shape[:1] != (len(items),):
+            raise ValueError(f"{sf.__name__}: gpu_batch returned {values.shape[:1]} "
+                             f"results for a batch of {len(items)} tasks")
+        for (tid, _), value in zip(items, values.tolist()):
+            out.append((tid, dumps(value, f"the result of {sf.__name__}")))
+    return out

@@ -23,8 +23,8 @@ LEAF_MODES = ("persistent", "spawn")
 BATCH_MODES = ("rate", "fixed")
 REMOTE_MODES = ("prefetch", "blocking")
 STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
-OPTIONS = ("procs", "local", "depth", "leaf_mode", "prefetch", "remote", "batch",
-           "batch_s", "root_helps", "preload") + STEAL_KEYS
+OPTIONS = ("procs", "gpus", "gpu_simulate", "local", "depth", "leaf_mode", "prefetch",
+           "remote", "batch", "batch_s", "root_helps", "preload") + STEAL_KEYS
 last_report = None      # the report of this process's latest run (read by `dac run --json`)
 defaults: dict = {}     # options set by the `dac run` command line (topology, leaf_mode)
 
@@ -64,6 +64,11 @@ def _check_options(options: dict) -> dict:
     if procs is not None and (isinstance(procs, bool) or not isinstance(procs, int)
                               or procs < 1):
         raise ValueError(f"procs must be an integer >= 1 (leaf processes), got {procs!r}")
+    gpus = opts.get("gpus", 0)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise ValueError(f"gpus must be an integer >= 0 (GPU leaves on this machine), "
+                         f"got {gpus!r}")
+    opts["gpu_simulate"] = bool(opts.get("gpu_simulate", False))
     _choice(opts, "leaf_mode", LEAF_MODES, "persistent")
     _choice(opts, "batch", BATCH_MODES, "rate")
     _choice(opts, "remote", REMOTE_MODES, "prefetch")
@@ -86,10 +91,11 @@ def _resolve_topology(topology, opts: dict):
     """A ``launcher.topology.Topology`` from None (this machine), a path or an object."""
     from launcher.topology import Topology, check_hosts, load_topology, local_topology
     if topology is None:
-        return local_topology(opts.get("procs"))
-    if "procs" in opts:
-        raise ValueError("procs= sets the leaves of the default topology; a topology "
-                         "file gives its hosts' slots instead")
+        return local_topology(opts.get("procs"), opts.get("gpus", 0))
+    for key in ("procs", "gpus"):
+        if key in opts:
+            raise ValueError(f"{key}= sets the leaves of the default topology; a "
+                             f"topology file gives its hosts' slots and gpus instead")
     if not isinstance(topology, Topology):
         topology = load_topology(topology)
     if opts.get("local"):
@@ -118,7 +124,9 @@ class Runtime:
     ``"blocking"``: only when empty, the thesis); ``root_helps`` (the root solves tasks
     while the leaves start; default on); ``preload`` (modules every leaf imports as
     soon as it starts: with ``start()`` called before the script's own heavy imports,
-    the leaves' cold start overlaps the root's).
+    the leaves' cold start overlaps the root's); ``gpus`` (GPU leaves on this machine
+    with the default topology; topology files say ``gpus`` per host); ``gpu_simulate``
+    (GPU leaves run their kernels in numba's CUDA simulator: no GPU needed).
 
     ``start()`` spawns the tree now (``run`` does it otherwise). The first run of a
     runtime reports the tree's start-up in ``stats["startup_s"]``; its ``elapsed_s``
@@ -127,7 +135,8 @@ class Runtime:
 
     def __init__(self, topology=None, **options):
         from launcher.placement import plan_topology, steal_params
-        options = {**{k: v for k, v in defaults.items() if k != "topology"}, **options}
+        given = {k: v for k, v in options.items() if v is not None}
+        options = {**{k: v for k, v in defaults.items() if k != "topology"}, **given}
         if topology is None:
             topology = defaults.get("topology")
         self.options = _check_options(options)
@@ -146,7 +155,8 @@ class Runtime:
         if self.scheduler is None:
             from stealing.root import RootScheduler
             settings = {k: self.options[k] for k in ("leaf_mode", "batch", "batch_s",
-                                                     "remote", "preload")}
+                                                     "remote", "preload",
+                                                     "gpu_simulate")}
             settings["prefetch"] = self.options.get("prefetch", True)
             sched = RootScheduler(self.plan, self.options["params"], settings)
             self.scheduler = sched

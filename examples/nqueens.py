@@ -2,11 +2,14 @@
 
     python examples/nqueens.py 12            # this machine, all cores
     python examples/nqueens.py 15 --procs 4  # four leaf processes
+    python examples/nqueens.py 18 --gpu      # plus one GPU leaf (numba-CUDA kernel)
+    python examples/nqueens.py 10 --gpu --simulate   # the kernel in numba's simulator
     dac run --json examples/nqueens.py 14    # JSON report as the last line
 
 The Python body below runs on the root above the spawn depth (it places the first
 queens, thesis §5.4); every call at the spawn depth is a task, solved in a leaf by the
-numba bitmask kernel ``count_from`` (same arguments).
+numba bitmask kernel ``count_from`` (same arguments). With ``--gpu`` a GPU leaf solves
+whole batches of boards with ``nqueens_gpu.count_batch``, one CUDA thread per board.
 
 Spawned interpreters start cold, so when run as a script this file starts the process
 tree before it imports numba: the leaves import the kernels (``preload``) while the
@@ -29,6 +32,9 @@ def parse_args(argv=None):
     ap.add_argument("--leaf-mode", choices=("persistent", "spawn"), default=None)
     ap.add_argument("--depth", type=int, default=None, help="spawn depth (default auto)")
     ap.add_argument("--tasks-per-leaf", type=int, default=None)
+    ap.add_argument("--gpu", action="store_true", help="add one GPU leaf on this machine")
+    ap.add_argument("--simulate", action="store_true",
+                    help="with --gpu: run the kernel in numba's CUDA simulator")
     args = ap.parse_args(argv)
     if args.n < 1:
         ap.error("n must be >= 1")
@@ -36,8 +42,12 @@ def parse_args(argv=None):
 
 
 def start_runtime(args):
-    return dac.Runtime(procs=args.procs, leaf_mode=args.leaf_mode, depth=args.depth,
-                       tasks_per_leaf=args.tasks_per_leaf,
+    depth = args.depth
+    if args.gpu and depth is None:      # a GPU wants many small tasks
+        depth = max(2, min(args.n - 10, 5))
+    return dac.Runtime(procs=args.procs, leaf_mode=args.leaf_mode, depth=depth,
+                       tasks_per_leaf=args.tasks_per_leaf, gpus=1 if args.gpu else None,
+                       gpu_simulate=args.simulate or None,
                        preload=["nqueens_kernels"]).start()
 
 
@@ -45,10 +55,11 @@ if __name__ == "__main__":
     ARGS = parse_args()
     RUNTIME = start_runtime(ARGS)
 
+from nqueens_gpu import count_batch  # noqa: E402  (no CUDA here: only GPU leaves load it)
 from nqueens_kernels import children, count_from  # noqa: E402  (numba: after the spawn)
 
 
-@dac.spawn(leaf=count_from)
+@dac.spawn(leaf=count_from, gpu_batch=count_batch)
 def queens(n, cols, d1, d2):
     """Solutions completing the partial board (cols, d1, d2) of an n x n board."""
     if cols == (1 << n) - 1:

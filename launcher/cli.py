@@ -1,7 +1,7 @@
 """The ``dac`` command.
 
-    dac run [--topology FILE] [--local] [--leaf-mode persistent|spawn] [--json]
-            script.py [args...]
+    dac run [--topology FILE] [--local] [--leaf-mode persistent|spawn] [--gpu-simulate]
+            [--json] script.py [args...]
     dac topology check FILE [--local]
     dac topology show FILE [--json] [--local]
     dac topology from-slurm
@@ -68,6 +68,8 @@ def _cmd_run(args) -> int:
         return _fail("run: --local maps the hosts of a topology file: give --topology")
     if args.leaf_mode:
         rt.defaults["leaf_mode"] = args.leaf_mode
+    if args.gpu_simulate:
+        rt.defaults["gpu_simulate"] = True
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     rt.last_report = None
@@ -149,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "topology onto this machine (clusters and latencies kept)")
     run.add_argument("--leaf-mode", choices=("persistent", "spawn"),
                      help="persistent leaves (default) or a new leaf per batch")
+    run.add_argument("--gpu-simulate", action="store_true",
+                     help="GPU leaves run their kernels in numba's CUDA simulator")
     run.add_argument("--json", action="store_true",
                      help="end stdout with one JSON line: result, elapsed_s, stats")
     run.add_argument("script", help="Python script that calls dac.run")

@@ -1,6 +1,7 @@
 """Placement: the process tree of a topology, each process on a host.
 
-The root's children are one router per cluster (thesis §5.3), so steals stay inside a
+A host with ``gpus = g`` gets ``g`` GPU leaves beside its CPU leaves (a GPU is one more
+processor in the thesis' split). The root's children are one router per cluster (thesis §5.3), so steals stay inside a
 cluster until its pool runs dry; a single cluster needs no extra level (the root plays
 its router). Inside a cluster the tree is the thesis' split (Algorithm 5.3.2) over the
 cluster's slots; leaves take the hosts' slots in order, and a router runs on the host
@@ -28,12 +29,12 @@ def plan_topology(topology: Topology, params: StealParams, root_host: str) -> Tr
     clusters = topology.clusters
     if len(clusters) == 1:
         c = clusters[0]
-        root = plan_subtree(c.slots, params, "root", 0, c.name, root_host)
+        root = plan_subtree(c.procs, params, "root", 0, c.name, root_host)
         _place(root, c, keep_top=True)
         return root
-    root = TreeNode("root", topology.slots, 0, "root", root_host)
+    root = TreeNode("root", topology.procs, 0, "root", root_host)
     for c in clusters:
-        sub = plan_subtree(c.slots, params, "router", _tasks_per_branch(c.slots, params),
+        sub = plan_subtree(c.procs, params, "router", _tasks_per_branch(c.procs, params),
                            c.name)
         sub.latency_ms = c.latency_ms
         _place(sub, c)
@@ -42,11 +43,13 @@ def plan_topology(topology: Topology, params: StealParams, root_host: str) -> Tr
 
 
 def _place(node: TreeNode, cluster, keep_top: bool = False) -> None:
-    """Give the leaves the cluster's slots in order; routers the host of a leaf."""
-    slots = [h for h in cluster.hosts for _ in range(h.slots)]
-    leaves = node.leaves()
-    for leaf, host in zip(leaves, slots):
+    """Give the leaves the cluster's slots in order (each host: its CPU slots, then one
+    GPU leaf per GPU, pinned to that device); routers the host of a leaf."""
+    places = [p for h in cluster.hosts
+              for p in [(h, -1)] * h.slots + [(h, d) for d in range(h.gpus)]]
+    for leaf, (host, device) in zip(node.leaves(), places):
         leaf.host, leaf.slowdown, leaf.cluster = host.name, host.slowdown, cluster.name
+        leaf.device = device
     for n in node.walk():
         n.cluster = cluster.name
         if n.role == "router" or (n.role == "root" and not keep_top):

@@ -66,6 +66,11 @@ class Cluster:
     def slots(self) -> int:
         return sum(h.slots for h in self.hosts)
 
+    @property
+    def procs(self) -> int:
+        """Leaves of the cluster: one per slot and one per GPU."""
+        return sum(h.slots + h.gpus for h in self.hosts)
+
 
 @dataclass
 class Topology:
@@ -76,6 +81,10 @@ class Topology:
     @property
     def slots(self) -> int:
         return sum(c.slots for c in self.clusters)
+
+    @property
+    def procs(self) -> int:
+        return sum(c.procs for c in self.clusters)
 
     def hosts(self):
         return [h for c in self.clusters for h in c.hosts]
@@ -89,12 +98,12 @@ class Topology:
         return Topology(clusters, dict(self.stealing), self.source + " (--local)")
 
 
-def local_topology(procs: int | None = None) -> Topology:
-    """The default: one cluster, this host, one slot per core."""
+def local_topology(procs: int | None = None, gpus: int = 0) -> Topology:
+    """The default: one cluster, this host, one slot per core (and ``gpus`` GPUs)."""
     if procs is None:
         procs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else (os.cpu_count() or 1)
-    return Topology([Cluster("local", [Host(socket.gethostname(), procs)])])
+    return Topology([Cluster("local", [Host(socket.gethostname(), procs, gpus)])])
 
 
 # parsing ---------------------------------------------------------------------------

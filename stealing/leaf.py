@@ -45,6 +45,11 @@ class Leaf:
         self.batch_s = float(init.get("batch_s", 0.05))
         self.slowdown = float(init.get("slowdown", 1.0))
         self.batch_len = self.tasks_per_leaf
+        self.device = int(init.get("device", -1))
+        if self.device >= 0:
+            self.meter.extra["device"] = self.device
+            self.meter.reset()
+            use_gpu(self.device, bool(init.get("gpu_simulate")))
         self.rate = None            # tasks per second, smoothed
         self.win_tasks, self.win_busy = 0, 0.0
         self.one_shot = bool(init.get("one_shot"))
@@ -69,7 +74,9 @@ class Leaf:
             self.batch_len = len(payload)
             self.requested = self.exhausted = False
             self.working = True
-            self.meter.record["batches"] += 1
+            rec = self.meter.record
+            rec["batches"] += 1
+            rec["largest_batch"] = max(rec.get("largest_batch", 0), len(payload))
         elif tag == P.NOMORE:
             self.requested = False
             self.exhausted = True
@@ -138,6 +145,27 @@ class Leaf:
         self.win_busy += spent
         self.results.append((tid, blob))
 
+    def run_batch(self) -> None:
+        """A GPU leaf solves everything it holds in one call of the task's gpu_batch."""
+        from dac.execution import run_batch_payloads
+        batch = list(self.tasks)
+        self.tasks.clear()
+        t0 = time.perf_counter()
+        try:
+            results = run_batch_payloads(batch, self.table)
+        except Abort:
+            raise
+        except BaseException as exc:            # noqa: BLE001 - reported to the root
+            self.report_error(batch[0], exc)
+            return
+        spent = time.perf_counter() - t0
+        rec = self.meter.record
+        rec["busy_s"] += spent
+        rec["tasks"] += len(batch)
+        self.win_tasks += len(batch)
+        self.win_busy += spent
+        self.results.extend(results)
+
     def report_error(self, payload, exc) -> None:
         from dac.execution import describe_failure
         self.send(P.ERROR, describe_failure(payload, exc, traceback.format_exc()))
@@ -152,6 +180,11 @@ class Leaf:
                 got = mb.poll(comms)
                 if got is not None:
                     self.handle(got[2], got[3])
+                    continue
+                if self.device >= 0:        # the next batch is asked for before this one
+                    if self.prefetch and not self.requested and not self.exhausted:
+                        self.ask()
+                    self.run_batch()
                     continue
                 if (self.prefetch and not self.requested and not self.exhausted
                         and len(self.tasks) <= max(1, self.batch_len // 2)):
@@ -177,6 +210,46 @@ class Leaf:
             self.handle(tag, payload)
 
 
+class GPUUnavailable(RuntimeError):
+    """The topology gives this host a GPU that this process cannot use."""
+
+
+def use_gpu(device: int, simulate: bool) -> None:
+    """Pin this leaf to GPU ``device`` of its host, before anything imports numba.
+
+    ``CUDA_VISIBLE_DEVICES`` is narrowed to that one device (an index into the list the
+    host already sets, if any), so the leaf's CUDA context lives on its own GPU. With
+    ``simulate`` the kernels run in numba's CUDA simulator instead.
+    """
+    import os
+    if simulate:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        return
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        ids = [v for v in visible.split(",") if v.strip()]
+        if device >= len(ids):
+            raise GPUUnavailable(f"GPU leaf {device} needs device #{device} but "
+                                 f"CUDA_VISIBLE_DEVICES={visible!r} lists {len(ids)}")
+        os.environ["CUDA_VISIBLE_DEVICES"] = ids[device]
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+
+
+def check_gpu(device: int) -> None:
+    """Fail clearly, at start-up, when the topology's GPU is not there."""
+    import os
+    import socket
+    from numba import cuda
+    if not cuda.is_available():
+        raise GPUUnavailable(
+            f"host {socket.gethostname()} has no usable CUDA GPU for GPU leaf {device} "
+            f"(numba.cuda.is_available() is False; CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Run with gpu_simulate=True "
+            f"(dac run --gpu-simulate) to use numba's CUDA simulator, or give this host "
+            f"no gpus in the topology.")
+
+
 def preload(modules) -> None:
     """Import what the job will need while the root is still busy (``preload=``):
     a cold interpreter spends most of its start-up importing numba and the like."""
@@ -189,10 +262,31 @@ def preload(modules) -> None:
                   file=sys.stderr)
 
 
+def _refuse_to_start(mailbox, parent, exc) -> None:
+    """Report why this leaf cannot work, then wait for the root to stop the run."""
+    import os
+    import socket
+    mailbox.send(parent, {"type": type(exc).__name__, "message": str(exc),
+                          "traceback": "", "task": "",
+                          "where": f"leaf pid {os.getpid()} on {socket.gethostname()}"},
+                 0, P.ERROR)
+    while True:
+        _, _, tag, _ = mailbox.wait([parent])
+        if tag == P.STOP:
+            mailbox.send(parent, [], 0, P.BYE)
+            return
+
+
 def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     """Run the leaf; on SIGTERM (the root stopping a run mid-task) leave cleanly:
     take the STOP message, say BYE, and let the caller disconnect."""
-    leaf = Leaf(MPI, parent, init, mailbox)
+    try:
+        leaf = Leaf(MPI, parent, init, mailbox)
+        if leaf.device >= 0 and not init.get("gpu_simulate"):
+            check_gpu(leaf.device)
+    except GPUUnavailable as exc:
+        _refuse_to_start(mailbox, parent, exc)
+        return
     signal.signal(signal.SIGTERM, _on_sigterm)
     preload(init.get("preload", ()))
     try:

@@ -93,7 +93,7 @@ class Node:
     def _introduce(self, comm, rank: int, kid: dict, **extra) -> None:
         """Send a new child its INIT; a link with emulated latency is delayed here too."""
         init = dict(self.config, role=kid["role"], cluster=kid.get("cluster", "local"),
-                    slowdown=kid.get("slowdown", 1.0),
+                    slowdown=kid.get("slowdown", 1.0), device=kid.get("device", -1),
                     latency_ms=kid.get("latency_ms", 0.0), **extra)
         if kid["role"] == "router":
             init["plan"] = kid

@@ -92,7 +92,7 @@ class TreeNode:
     children: list["TreeNode"] = field(default_factory=list)
     latency_ms: float = 0.0        # emulated delay of the link to the parent
     slowdown: float = 1.0          # emulated slowness of a leaf's host
-    gpus: int = 0
+    device: int = -1               # a GPU leaf's device index on its host (-1: CPU leaf)
 
     def leaves(self) -> list["TreeNode"]:
         if self.role == "leaf":
@@ -112,14 +112,15 @@ class TreeNode:
             out["latency_ms"] = self.latency_ms
         if self.slowdown != 1.0:
             out["slowdown"] = self.slowdown
-        if self.gpus:
-            out["gpus"] = self.gpus
+        if self.device >= 0:
+            out["device"] = self.device
         return out
 
     def render(self, indent: str = "") -> str:
         """The tree as text, one process a line (thesis Figure 5.4)."""
         extra = (f" latency={self.latency_ms:g}ms" if self.latency_ms else "") + \
-            (f" slowdown={self.slowdown:g}" if self.slowdown != 1.0 else "")
+            (f" slowdown={self.slowdown:g}" if self.slowdown != 1.0 else "") + \
+            (f" gpu={self.device}" if self.device >= 0 else "")
         line = (f"{indent}{self.role} procs={self.procs} tasks={self.tasks} "
                 f"cluster={self.cluster} host={self.host}{extra}")
         return "\n".join([line] + [c.render(indent + "  ") for c in self.children])

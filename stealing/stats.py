@@ -36,10 +36,12 @@ class Meter:
 
     def __init__(self, role: str, cluster: str = "local"):
         self.role, self.cluster = role, cluster
+        self.extra: dict = {}        # fields kept across jobs (a GPU leaf's device)
         self.reset()
 
     def reset(self) -> None:
         self.record = new_record(self.role, self.cluster)
+        self.record.update(self.extra)
         self._cpu0 = time.process_time()
 
     def snapshot(self) -> dict:
@@ -68,8 +70,9 @@ def format_stats(stats: dict) -> str:
         f"{'busy s':>9}{'idle s':>9}{'cpu s':>9}",
     ]
     for p in stats["processes"]:
+        role = f"gpu{p['device']}" if p.get("device", -1) >= 0 else p["role"]
         lines.append(
-            f"{p['role']:<7}{p['cluster'][:9]:<10}{p['host'][:15]:<16}{p['pid']:>8}"
+            f"{role:<7}{p['cluster'][:9]:<10}{p['host'][:15]:<16}{p['pid']:>8}"
             f"{p['tasks']:>8}{p['batches']:>8}{p['busy_s']:>9.3f}{p['idle_s']:>9.3f}"
             f"{p['cpu_s']:>9.3f}")
     return "\n".join(lines)

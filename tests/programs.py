@@ -407,3 +407,20 @@ def naps(durations, mark=""):
     sync()
     return sum(f.result() for f in futures)
 
+
+
+# --- GPU leaves (numba's CUDA simulator in the tests) ----------------------------------
+def count_batch_lazy(n, cols, d1, d2):
+    """examples/nqueens_gpu.count_batch, imported inside the GPU leaf on first use."""
+    from nqueens_gpu import count_batch
+    return count_batch(n, cols, d1, d2)
+
+
+@spawn(leaf=count_from_py, gpu_batch=count_batch_lazy)
+def queens_gpu(n, cols, d1, d2):
+    if cols == (1 << n) - 1:
+        return 1
+    futures = [queens_gpu(n, c, a, b) for c, a, b in children(n, cols, d1, d2)]
+    sync()
+    return sum(f.result() for f in futures)
+
