@@ -24,16 +24,15 @@ from numba import njit
 _STACK = 64
 
 
-@njit(cache=True)
-def count_from(n, cols, d1, d2):
-    """Count all completions of the partial board (cols, d1, d2) on n x n."""
-    full = (1 << n) - 1
+def search(full, cols, d1, d2, st_cols, st_d1, st_d2, st_avail):
+    """Completions of (cols, d1, d2), depth first, with the given stack arrays.
+
+    Plain Python compiled twice: by ``njit`` for CPU leaves (``count_from``) and by
+    ``cuda.jit(device=True)`` for GPU threads (``nqueens_cuda``), so both run exactly
+    this loop.
+    """
     if cols == full:
         return 1
-    st_cols = np.empty(_STACK, np.int64)
-    st_d1 = np.empty(_STACK, np.int64)
-    st_d2 = np.empty(_STACK, np.int64)
-    st_avail = np.empty(_STACK, np.int64)
     count = 0
     sp = 0
     avail = full & ~(cols | d1 | d2)
@@ -67,6 +66,17 @@ def count_from(n, cols, d1, d2):
             d2 = st_d2[sp]
             avail = st_avail[sp]
     return count
+
+
+_search_cpu = njit(cache=True)(search)
+
+
+@njit(cache=True)
+def count_from(n, cols, d1, d2):
+    """Count all completions of the partial board (cols, d1, d2) on n x n."""
+    return _search_cpu((1 << n) - 1, cols, d1, d2, np.empty(_STACK, np.int64),
+                       np.empty(_STACK, np.int64), np.empty(_STACK, np.int64),
+                       np.empty(_STACK, np.int64))
 
 
 @njit(cache=True)
