@@ -10,7 +10,6 @@ process of the tree before the error reaches the caller.
 from __future__ import annotations
 
 import atexit
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -222,7 +221,7 @@ class Runtime:
                 if sched.job_id == 1:
                     startup = sched.startup_s or 0.0
             except BaseException as exc:
-                self._abort(exc)
+                self.close()            # every process of the tree ends first
                 raise self._translate(exc) from None
         elapsed = time.perf_counter() - t0
         from stealing.stats import totals
@@ -238,9 +237,6 @@ class Runtime:
         start (so its pool can answer steals), and at least 16 per leaf."""
         first = sum(c.tasks for c in self.plan.children)
         return max(16 * len(self.plan.leaves()), int(2 * first))
-
-    def _abort(self, exc) -> None:
-        self.close()
 
     @staticmethod
     def _translate(exc):

@@ -306,7 +306,7 @@ def slurm_hosts(env=None) -> list:
 
 def parse_slurm_nodelist(text: str) -> list:
     """``a[01-03,07],b5`` -> ``a01 a02 a03 a07 b5``."""
-    out, i, parts, depth, cur = [], 0, [], 0, ""
+    out, parts, depth, cur = [], [], 0, ""
     for ch in text:
         if ch == "," and depth == 0:
             parts.append(cur)

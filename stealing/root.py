@@ -15,7 +15,7 @@ import time
 
 from . import protocol as P
 from .node import Node
-from .stats import Meter, totals
+from .stats import Meter
 
 
 def init_mpi():
@@ -169,9 +169,6 @@ class RootScheduler:
         while not node.stats_done:
             self._step()
         return node.collected_stats()
-
-    def totals(self, processes, startup_s) -> dict:
-        return totals(processes, startup_s)
 
     def stop(self, grace: float = 1.0, timeout: float = 10.0) -> None:
         """Stop every process of the tree.
