@@ -15,7 +15,9 @@ import time
 
 MIN_SLEEP = 20e-6
 MAX_SLEEP = 1e-3        # while work is under way: a steal waits at most ~1 ms
-IDLE_SLEEP = 10e-3      # while nothing is under way: ~0.1% of a core
+IDLE_SLEEP = 10e-3      # while nothing is under way (~1% of a core) ...
+DEEP_IDLE_SLEEP = 50e-3  # ... and after a second of that (~0.2%): a kept Runtime between
+DEEP_IDLE_AFTER = 1.0    # runs; the next job then reaches a level within 50 ms
 
 
 class Mailbox:
@@ -119,5 +121,7 @@ class Mailbox:
             if on_idle is not None and now > next_idle:
                 on_idle()
                 next_idle = now + 1.0
+            if cap >= IDLE_SLEEP and now - start > DEEP_IDLE_AFTER:
+                cap = DEEP_IDLE_SLEEP
             time.sleep(max(0.0, min(delay, self._until_due())))
             delay = min(delay * 2, cap)
