@@ -121,7 +121,7 @@ class Runtime:
     asks for more when half its batch is left; default on); ``remote``
     (``"prefetch"``: a router asks its parent before its pool runs dry, default;
     ``"blocking"``: only when empty, the thesis); ``root_helps`` (the root solves tasks
-    while the leaves start; default on); ``preload`` (modules every leaf imports as
+    while the leaves start, for functions whose ``leaf`` it has loaded; default on); ``preload`` (modules every leaf imports as
     soon as it starts: with ``start()`` called before the script's own heavy imports,
     the leaves' cold start overlaps the root's); ``gpus`` (GPU leaves on this machine
     with the default topology; topology files say ``gpus`` per host); ``gpu_simulate``
@@ -210,8 +210,9 @@ class Runtime:
                         raise DacError("the computation is waiting on futures that no "
                                        "task will produce")
                     table = function_table(tasks, sched.sent_keys)
-                    local = {t.sf.key: t.sf for t in tasks} if opts.get("root_helps", True) \
-                        else None
+                    helps = opts.get("root_helps", True) and \
+                        all(t.sf.leaf_loaded() for t in tasks)
+                    local = {t.sf.key: t.sf for t in tasks} if helps else None
                     blobs = sched.solve([t.payload for t in tasks], table, local)
                     by_tid = {t.tid: t for t in tasks}
                     for tid, blob in blobs.items():

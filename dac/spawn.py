@@ -21,6 +21,10 @@ class SpawnFunction:
     when true; ``leaf`` — a fast sequential function with the same arguments that a leaf
     calls instead of the body for each task; ``gpu_batch`` — solves a batch of tasks on a
     GPU. With neither ``depth`` nor ``cutoff`` the depth is chosen by the run.
+
+    ``leaf`` and ``gpu_batch`` may be given as ``"module:function"``: the module is
+    imported where the function is first needed (in the leaves), so the root never pays
+    for importing numba or CUDA libraries it does not use.
     """
 
     def __init__(self, fn, depth=None, cutoff=None, leaf=None, gpu_batch=None):
@@ -29,18 +33,37 @@ class SpawnFunction:
         if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
                                   or depth < 0):
             raise ValueError(f"@spawn(depth=...) must be an integer >= 0, got {depth!r}")
-        for name, value in (("cutoff", cutoff), ("leaf", leaf), ("gpu_batch", gpu_batch)):
-            if value is not None and not callable(value):
-                raise TypeError(f"@spawn({name}=...) must be callable, got {value!r}")
+        if cutoff is not None and not callable(cutoff):
+            raise TypeError(f"@spawn(cutoff=...) must be callable, got {cutoff!r}")
+        for name, value in (("leaf", leaf), ("gpu_batch", gpu_batch)):
+            if value is not None and not callable(value) and not _is_reference(value):
+                raise TypeError(f"@spawn({name}=...) must be callable or a "
+                                f"'module:function' string, got {value!r}")
         if depth is not None and cutoff is not None:
             raise ValueError("@spawn takes depth= or cutoff=, not both")
         self.fn = fn
         self.depth = depth
         self.cutoff = cutoff
-        self.leaf = leaf
-        self.gpu_batch = gpu_batch
+        self._leaf = leaf
+        self._gpu_batch = gpu_batch
         self.key = f"{getattr(fn, '__qualname__', 'fn')}#{next(_keys)}"
         functools.update_wrapper(self, fn)
+
+    @property
+    def leaf(self):
+        if isinstance(self._leaf, str):
+            self._leaf = _resolve(self._leaf, "leaf")
+        return self._leaf
+
+    @property
+    def gpu_batch(self):
+        if isinstance(self._gpu_batch, str):
+            self._gpu_batch = _resolve(self._gpu_batch, "gpu_batch")
+        return self._gpu_batch
+
+    def leaf_loaded(self) -> bool:
+        """True unless the leaf function is a reference not imported yet."""
+        return not isinstance(self._leaf, str)
 
     def __call__(self, *args, **kwargs):
         ctx = context.current
@@ -55,6 +78,24 @@ class SpawnFunction:
 
     def __repr__(self) -> str:
         return f"<spawn function {self.__qualname__}>"
+
+
+def _is_reference(value) -> bool:
+    return isinstance(value, str) and value.count(":") == 1 and all(value.split(":"))
+
+
+def _resolve(reference: str, what: str):
+    """Import ``"module:function"``."""
+    import importlib
+    module, _, name = reference.partition(":")
+    try:
+        obj = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(f"@spawn({what}={reference!r}): cannot import it: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    return obj
 
 
 def _short(value, limit: int = 40) -> str:

@@ -12,8 +12,9 @@ numba bitmask kernel ``count_from`` (same arguments). With ``--gpu`` a GPU leaf 
 whole batches of boards with ``nqueens_gpu.count_batch``, one CUDA thread per board.
 
 Spawned interpreters start cold, so when run as a script this file starts the process
-tree before it imports numba: the leaves import the kernels (``preload``) while the
-root does the same.
+tree first and its leaves import the kernels at once (``preload``). The root needs only
+``children`` (plain Python): the leaf and GPU functions are named as
+``"module:function"``, so the root never imports numba at all.
 """
 
 import argparse
@@ -55,11 +56,10 @@ if __name__ == "__main__":
     ARGS = parse_args()
     RUNTIME = start_runtime(ARGS)
 
-from nqueens_gpu import count_batch  # noqa: E402  (no CUDA here: only GPU leaves load it)
-from nqueens_kernels import children, count_from  # noqa: E402  (numba: after the spawn)
+from nqueens_boards import children  # noqa: E402
 
 
-@dac.spawn(leaf=count_from, gpu_batch=count_batch)
+@dac.spawn(leaf="nqueens_kernels:count_from", gpu_batch="nqueens_gpu:count_batch")
 def queens(n, cols, d1, d2):
     """Solutions completing the partial board (cols, d1, d2) of an n x n board."""
     if cols == (1 << n) - 1:

@@ -20,6 +20,8 @@ with the same loop compiled by ``cc -O3`` (see benchmarks/leaf_vs_c.py).
 import numpy as np
 from numba import njit
 
+from nqueens_boards import KNOWN_COUNTS, children  # noqa: F401  (re-exported)
+
 # Stack capacity: one frame per remaining row; int64 masks limit n to 62.
 _STACK = 64
 
@@ -85,19 +87,4 @@ def count_all(n):
     return count_from(n, 0, 0, 0)
 
 
-def children(n, cols, d1, d2):
-    """List of (cols, d1, d2) for every legal queen in the next row (pure Python)."""
-    full = (1 << n) - 1
-    avail = full & ~(cols | d1 | d2)
-    out = []
-    while avail:
-        bit = avail & -avail
-        avail ^= bit
-        out.append((cols | bit, ((d1 | bit) << 1) & full, (d2 | bit) >> 1))
-    return out
 
-
-KNOWN_COUNTS = {
-    1: 1, 2: 0, 3: 0, 4: 2, 5: 10, 6: 4, 7: 40, 8: 92, 9: 352, 10: 724,
-    11: 2680, 12: 14200, 13: 73712, 14: 365596, 15: 2279184, 16: 14772512,
-}

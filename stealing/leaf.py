@@ -97,6 +97,7 @@ class Leaf:
             self.job_id = job_id
             self.meter.reset()
             self.working = self.exhausted = self.requested = False
+            self.rate, self.win_tasks, self.win_busy = None, 0, 0.0   # new tasks, new rate
         self.table.update(load_table(entries))
         if not self.ready_sent:
             self.ready_sent = True

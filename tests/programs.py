@@ -424,3 +424,12 @@ def queens_gpu(n, cols, d1, d2):
     sync()
     return sum(f.result() for f in futures)
 
+
+
+@spawn(leaf="refleaf:count")
+def queens_ref(n, cols, d1, d2):
+    if cols == (1 << n) - 1:
+        return 1
+    futures = [queens_ref(n, c, a, b) for c, a, b in children(n, cols, d1, d2)]
+    sync()
+    return sum(f.result() for f in futures)

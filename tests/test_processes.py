@@ -137,19 +137,17 @@ def test_ctrl_c_with_one_busy_leaf_raises_keyboard_interrupt(tmp_path):
         assert "KeyboardInterrupt" in err, f"exit code {code}, stderr {err[-500:]!r}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "LIMITATION (python script.py; `dac run` is fine, see the next test): Ctrl-C in a "
-    "terminal (SIGINT to the foreground process group) reaches the "
-    "MPICH singleton's mpiexec, which is in the root's process group; it tears the job "
-    "down and the root is SIGKILLed within ~0.02 s: no KeyboardInterrupt, no cleanup "
-    "in the user's script"))
-def test_ctrl_c_to_the_process_group_raises_keyboard_interrupt(tmp_path):
+def test_ctrl_c_to_the_process_group_of_a_singleton_leaves_nothing(tmp_path):
+    # `python script.py` is an MPI singleton: the terminal's Ctrl-C also reaches the
+    # mpiexec MPI started under it, which may kill the root before its KeyboardInterrupt
+    # cleanup ends (a race); either way the run ends and no process is left
     proc, tag, mark = start_long_run(tmp_path, 2, 400, 0.25)
     wait_for_working_leaves(proc, tag, mark, 2)
     os.killpg(proc.pid, signal.SIGINT)
     code, out, err, seconds = finish(proc, 15)
+    assert code != 0 and seconds < 15
+    assert "finished" not in out
     assert wait_for_no_processes(tag, timeout=5) == {}
-    assert "KeyboardInterrupt" in err, f"exit code {code}, stderr {err[-500:]!r}"
 
 
 def test_ctrl_c_in_a_terminal_under_dac_run_raises_keyboard_interrupt(tmp_path):

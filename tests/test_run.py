@@ -145,3 +145,13 @@ def test_mergesort_example_equals_numpy_sort(rt):
     report = rt.run_report(mergesort.mergesort, data)
     assert report.stats["tasks"] > 1
     np.testing.assert_array_equal(report.result, np.sort(data))
+
+
+def test_a_leaf_named_by_reference_is_imported_in_the_leaves_only():
+    import sys
+    import dac
+    # programs.queens_ref names its leaf "refleaf:count" (a module only leaves import)
+    report = dac.run_report(programs.queens_ref, 8, 0, 0, 0, procs=2, depth=2)
+    assert report.result == programs.QUEENS[8]
+    assert "refleaf" not in sys.modules
+    assert report.stats["processes"][0]["tasks"] == 0      # the root could not help

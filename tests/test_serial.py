@@ -185,3 +185,23 @@ def test_spawn_keeps_the_function_metadata():
 def test_run_rejects_a_plain_function_without_spawning(no_spawning):
     with pytest.raises(TypeError, match="decorated with @dac.spawn"):
         dac.run(_body, 3, procs=1)
+
+
+def test_leaf_may_be_a_module_function_reference():
+    sf = spawn(leaf="math:floor", gpu_batch="os.path:join")(_body)
+    assert not sf.leaf_loaded()
+    import math
+    assert sf.leaf is math.floor and sf.leaf_loaded()
+
+
+@pytest.mark.parametrize("ref", ["math", "math:", ":floor", "a:b:c"])
+def test_a_bad_reference_is_rejected(ref):
+    with pytest.raises(TypeError, match="'module:function' string"):
+        spawn(leaf=ref)(_body)
+
+
+def test_an_unimportable_reference_says_which():
+    sf = spawn(leaf="no_such_module_xyz:f")(_body)
+    with pytest.raises(ImportError, match=r"@spawn\(leaf='no_such_module_xyz:f'\): "
+                                          r"cannot import it"):
+        sf.leaf
