@@ -231,9 +231,10 @@ class Node:
         self.maybe_go_idle()
 
     def low_water(self) -> int:
-        """Pool size under which a router asks its parent before running dry: one batch
-        for each child (``remote="prefetch"``, Satin-like, one request outstanding), or
-        0 (``remote="blocking"``: ask only when empty, as in the thesis)."""
+        """Pool size under which a router asks its parent before running dry: what its
+        children take during one round of batches and one measured round trip to the
+        parent (``remote="prefetch"``, Satin-like, one request outstanding), or 0
+        (``remote="blocking"``: ask only when empty, as in the thesis)."""
         if not self.prefetch_remote or self.parent is None:
             return 0
         return int(self._cover())
