@@ -1,8 +1,6 @@
 """What a leaf does with a task: load the job's functions, run the call serially.
 
-A task payload is ``pickle((task id, function key, depth, argument bytes))``; the
-argument bytes are ``pickle((args, kwargs))`` (kept separate so the root can compare
-them when it replays the recursion).
+A task payload is ``pickle((task id, function key, depth, args, kwargs))``.
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ def load_table(entries: dict) -> dict:
 
 def run_task_payload(payload: bytes, table: dict):
     """Run one task; returns ``(task id, pickled result)``."""
-    tid, key, depth, argblob = loads(payload)
-    args, kwargs = loads(argblob)
+    tid, key, depth, args, kwargs = loads(payload)
     sf = table[key]
     value = context.run_serially(sf, args, kwargs, depth, use_leaf=True)
     return tid, dumps(value, f"the result of {sf.describe(args, kwargs)}")
@@ -46,8 +43,7 @@ def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
     import socket
     call = "?"
     try:
-        _tid, key, _depth, argblob = loads(payload)
-        args, kwargs = loads(argblob)
+        _tid, key, _depth, args, kwargs = loads(payload)
         call = f"{key.split('#')[0]}({', '.join(repr(a)[:40] for a in args)})"
     except Exception:                                       # noqa: BLE001
         pass
@@ -65,12 +61,11 @@ def run_batch_payloads(payloads: list, table: dict) -> list:
     groups: dict = {}
     out = []
     for payload in payloads:
-        tid, key, depth, argblob = loads(payload)
+        tid, key, depth, args, kwargs = loads(payload)
         sf = table[key]
         if sf.gpu_batch is None:
             out.append(run_task_payload(payload, table))
             continue
-        args, kwargs = loads(argblob)
         if kwargs:
             raise TypeError(f"{sf.__name__}: a gpu_batch task takes positional "
                             f"arguments only, got keywords {sorted(kwargs)}")

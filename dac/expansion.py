@@ -17,6 +17,7 @@ arguments, and a difference raises ``ReplayMismatchError``.
 from __future__ import annotations
 
 import hashlib
+import pickle
 import traceback
 
 from . import context
@@ -35,7 +36,7 @@ class Suspend(BaseException):
 _SIMPLE = frozenset((int, float, str, bytes, bool, type(None)))
 
 
-def _fingerprint(args, kwargs, blob=None):
+def _fingerprint(args, kwargs):
     """What identifies a call's arguments across passes: the arguments themselves when
     they are plain scalars (cheap to compare), else a digest of their pickle; None
     when they cannot be pickled (a frame above the spawn depth needs no pickling)."""
@@ -44,12 +45,10 @@ def _fingerprint(args, kwargs, blob=None):
             return args
         if _SIMPLE.issuperset(map(type, kwargs.values())):
             return args, tuple(sorted(kwargs.items()))
-    if blob is None:
-        try:
-            import pickle
-            blob = pickle.dumps((args, kwargs), pickle.HIGHEST_PROTOCOL)
-        except Exception:                                   # noqa: BLE001
-            return None
+    try:
+        blob = pickle.dumps((args, kwargs), pickle.HIGHEST_PROTOCOL)
+    except Exception:                                       # noqa: BLE001
+        return None
     return hashlib.blake2b(blob, digest_size=16).digest()
 
 
@@ -116,7 +115,9 @@ class Expansion:
 
     def is_task(self, sf, args, kwargs, depth) -> bool:
         if sf.cutoff is not None:
-            return depth >= MAX_AUTO_DEPTH * 4 or bool(sf.cutoff(*args, **kwargs))
+            if depth >= MAX_AUTO_DEPTH * 4:
+                return True
+            return bool(sf.cutoff(*args, **kwargs) if kwargs else sf.cutoff(*args))
         if sf.depth is not None:
             return depth >= sf.depth
         if depth >= self.auto_depth:
@@ -127,13 +128,14 @@ class Expansion:
     def _call(self, sf, args, kwargs, path, depth) -> Future:
         call = (sf, args, kwargs)                 # described only when a message needs it
         if self.is_task(sf, args, kwargs, depth):
-            argblob = dumps((args, kwargs), _Lazy("an argument of", call))
-            self._check(path, sf, _fingerprint(args, kwargs, argblob), call)
-            if path in self.results:
+            if path in self.results:            # replaying a solved task: no pickling
+                self._check(path, sf, _fingerprint(args, kwargs), call)
                 return Future(self.results[path], call)
             if path not in self.tasks:
                 tid = len(self.tasks)
-                payload = dumps((tid, sf.key, depth, argblob), _Lazy("task", call))
+                payload = dumps((tid, sf.key, depth, args, kwargs),
+                                _Lazy("an argument of", call))
+                self._check(path, sf, _fingerprint(args, kwargs), call)
                 task = Task(tid, path, sf, payload, call)
                 self.tasks[path] = task
                 self.new_tasks.append(task)
@@ -176,8 +178,9 @@ class Expansion:
 
     # sync -----------------------------------------------------------------------
     def sync(self, futures):
-        if any(isinstance(f, Future) and not f.done() for f in futures):
-            raise Suspend()
+        for f in futures:
+            if type(f) is Future and not f.done():
+                raise Suspend()
         return context._values(futures)
 
     def sync_all(self):
