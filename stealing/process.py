@@ -29,6 +29,7 @@ def _root_alive(pid: int) -> bool:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.setdefault("UCX_LOG_LEVEL", "error")     # see stealing.root.init_mpi
     import mpi4py
     mpi4py.rc.threads = False
     from mpi4py import MPI

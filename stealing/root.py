@@ -19,7 +19,14 @@ from .stats import Meter
 
 
 def init_mpi():
-    """Import mpi4py, which initializes MPI (an MPI singleton when started by python)."""
+    """Import mpi4py, which initializes MPI (an MPI singleton when started by python).
+
+    UCX (MPICH's network layer) warns at disconnect about messages nobody received,
+    e.g. a STOP that crossed a spawn-per-batch leaf's last results; that is expected
+    when a run ends early, so only UCX errors are shown (the setting reaches every
+    spawned process through the environment).
+    """
+    os.environ.setdefault("UCX_LOG_LEVEL", "error")
     import mpi4py
     mpi4py.rc.threads = False
     from mpi4py import MPI
