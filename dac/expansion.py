@@ -82,8 +82,9 @@ class Task:
 class Expansion:
     """The context of the root's passes over the top of the recursion."""
 
-    def __init__(self, auto_depth: int):
+    def __init__(self, auto_depth: int, sink=None):
         self.auto_depth = auto_depth
+        self.sink = sink             # called with the expansion after each new task
         self.records: dict = {}      # path -> (function key, argument digest)
         self.results: dict = {}      # path of a task -> its value
         self.finished: dict = {}     # path of a frame above the spawn depth -> its value
@@ -140,6 +141,8 @@ class Expansion:
                 self.tasks[path] = task
                 self.new_tasks.append(task)
                 self.max_task_depth = max(self.max_task_depth, depth)
+                if self.sink is not None:
+                    self.sink(self)
             return Future(call=call)
         self._check(path, sf, _fingerprint(args, kwargs), call)
         if path in self.finished:
@@ -198,22 +201,23 @@ def function_table(tasks, sent: set) -> dict:
     return table
 
 
-def choose_depth(sf, args, kwargs, target: int, fixed=None) -> Expansion:
+def choose_depth(sf, args, kwargs, target: int, fixed=None, sink=None) -> Expansion:
     """The first pass, at the shallowest automatic depth giving ``target`` tasks.
 
     Deepening stops when the count reaches ``target``, when the automatic depth decided
     nothing (only ``depth=``/``cutoff=`` functions), when the count stops growing, or at
     ``MAX_AUTO_DEPTH``. If going deeper reached the bottom of the recursion (the pass
     finished with no task at all), the previous depth is kept: the leaves, not the root,
-    must do the work.
+    must do the work. A pass that reaches ``target`` is the one kept, so a ``sink``
+    may start sending its tasks as soon as it has that many.
     """
     if fixed is not None:
-        exp = Expansion(fixed)
+        exp = Expansion(fixed, sink)
         exp.first = exp.run_pass(sf, args, kwargs)
         return exp
     previous = None
     for depth in range(1, MAX_AUTO_DEPTH + 1):
-        exp = Expansion(depth)
+        exp = Expansion(depth, sink)
         exp.first = exp.run_pass(sf, args, kwargs)
         count = len(exp.new_tasks)
         if count == 0 and exp.first[0]:

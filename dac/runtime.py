@@ -193,27 +193,48 @@ class Runtime:
         t0 = time.perf_counter()
         opts = self.options
         target = self._task_target()
-        exp = choose_depth(fn, args, kwargs, target, opts.get("depth"))
+        # On a tree already running, tasks go out while the root is still finding them;
+        # a fresh tree is spawned only after the first pass (bad arguments fail first).
+        streamer = None
+        if self.scheduler is not None:
+            self.scheduler.begin_job()
+            streamer = _Streamer(self.scheduler, target, opts.get("depth") is not None)
+        try:
+            exp = choose_depth(fn, args, kwargs, target, opts.get("depth"), streamer)
+            if streamer is not None:
+                streamer.check()
+        except BaseException as exc:
+            if streamer is not None and streamer.started:
+                self.close()
+            raise self._translate(exc) from None
         done, value = exp.first
         rounds = 0
         stats_list = []
         startup = 0.0
         if not done:
+            fresh = self.scheduler is None
             self.start()
             sched = self.scheduler
             try:
-                sched.begin_job()
+                if fresh:
+                    sched.begin_job()
                 while not done:
                     rounds += 1
                     tasks = exp.new_tasks
                     if not tasks:
                         raise DacError("the computation is waiting on futures that no "
                                        "task will produce")
-                    table = function_table(tasks, sched.sent_keys)
                     helps = opts.get("root_helps", True) and \
                         all(t.sf.leaf_loaded() for t in tasks)
                     local = {t.sf.key: t.sf for t in tasks} if helps else None
-                    blobs = sched.solve([t.payload for t in tasks], table, local)
+                    if rounds == 1 and streamer is not None and streamer.exp is exp \
+                            and streamer.started:
+                        streamer.flush()
+                        streamer.check()
+                        blobs = sched.close_round(len(tasks), local)
+                    else:
+                        table = function_table(tasks, sched.sent_keys)
+                        blobs = sched.solve([t.payload for t in tasks], table, local)
                     by_tid = {t.tid: t for t in tasks}
                     for tid, blob in blobs.items():
                         exp.results[by_tid[tid].path] = loads(blob)
@@ -247,6 +268,48 @@ class Runtime:
             return TaskError(i["type"], i["message"], i["traceback"], i["task"],
                              i["where"])
         return exc
+
+
+class _Streamer:
+    """Sends the first pass's tasks to a running tree in growing chunks, once the pass
+    is sure to be kept (see ``choose_depth``). Errors are held until the pass ends: they
+    must not surface inside the user's frames."""
+
+    def __init__(self, sched, target: int, fixed: bool):
+        self.sched, self.target, self.fixed = sched, target, fixed
+        self.exp = None
+        self.started = False
+        self.error = None
+
+    def __call__(self, exp) -> None:
+        if self.error is not None:
+            return
+        if exp is not self.exp:              # a new pass (a deeper trial)
+            self.exp, self.sent, self.chunk = exp, 0, 16
+        found = len(exp.new_tasks)
+        if not self.started:
+            if not (self.fixed or found >= self.target):
+                return
+            self.started = True
+            self.sched.open_round(streaming=True)
+        if found - self.sent >= self.chunk:
+            self.flush()
+            self.chunk = min(self.chunk * 2, 1024)
+
+    def flush(self) -> None:
+        tasks = self.exp.new_tasks[self.sent:]
+        self.sent = len(self.exp.new_tasks)
+        if not tasks or self.error is not None:
+            return
+        try:
+            self.sched.feed([t.payload for t in tasks],
+                            function_table(tasks, self.sched.sent_keys))
+        except BaseException as exc:         # noqa: BLE001 - raised by check()
+            self.error = exc
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
 
 
 def run(fn, *args, topology=None, **options):

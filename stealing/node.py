@@ -65,6 +65,7 @@ class Node:
         self.stats_wait = None          # [children left to answer, records]
         self.stopping = None            # children left to say BYE, or None
         self.errors: list = []
+        self.feeding = False            # the root is still adding tasks to this round
         self.prefetch_remote = config.get("remote", "prefetch") == "prefetch"
         self.batch_s = float(config.get("batch_s", 0.05))
         self.rtt = 0.0                  # measured round trip of a remote steal (s)
@@ -223,7 +224,7 @@ class Node:
                 for c in wanting:
                     c.waited = c.asked
                 self.ask_parent()
-            else:
+            elif not self.feeding:          # more tasks may still come: let them wait
                 for c in wanting:
                     self.refuse(c)
         if not self.exhausted and len(self.pool) < self.low_water():

@@ -113,22 +113,42 @@ class RootScheduler:
         self.node.errors = []
 
     def solve(self, payloads: list, table: dict, local_table: dict | None = None) -> dict:
-        """Solve one round of tasks: ``{task id: pickled result}``.
+        """Solve one round of tasks: ``{task id: pickled result}``."""
+        self.open_round()
+        self.feed(payloads, table)
+        return self.close_round(len(payloads), local_table)
 
-        Until every leaf is ready (spawned interpreters start cold), the root itself
-        solves tasks from the tail of its pool with ``local_table``'s functions, checking
-        for messages between two tasks; afterwards it only schedules.
-        """
+    def open_round(self, streaming: bool = False) -> None:
+        """A new round; with ``streaming`` its tasks come in several ``feed`` calls and
+        no leaf is told "no more" before ``close_round``."""
+        self.node.collected = {}
+        self.node.feeding = streaming
+
+    def feed(self, payloads: list, table: dict) -> None:
+        """Tasks of the open round, possibly while the root is still finding more: the
+        functions they need go first, then the tasks; waiting messages are answered."""
         node = self.node
         new = {k: v for k, v in table.items() if k not in self.sent_keys}
         if new or self.job_id != getattr(self, "_announced", None):
             node.start_job((self.job_id, new))
             self.sent_keys.update(new)
             self._announced = self.job_id
-        node.collected = {}
         node.add_tasks(payloads)
-        want = len(payloads)
-        while len(node.collected) < want:
+        while self._step(timeout=0.0):
+            pass
+
+    def close_round(self, total: int, local_table: dict | None = None) -> dict:
+        """Wait until the round's ``total`` results are in.
+
+        Until every leaf is ready (spawned interpreters start cold), the root itself
+        solves tasks from the tail of its pool with ``local_table``'s functions, checking
+        for messages between two tasks; afterwards it only schedules.
+        """
+        node = self.node
+        if node.feeding:
+            node.feeding = False
+            node.distribute()
+        while len(node.collected) < total:
             if local_table and node.startup_end is None and node.pool:
                 got = node.mailbox.poll(node.comms)
                 if got is None:
@@ -159,7 +179,10 @@ class RootScheduler:
 
     def _step(self, timeout=None) -> bool:
         node = self.node
-        got = node.mailbox.wait(node.comms, timeout=timeout)   # a run is under way
+        if timeout == 0.0:
+            got = node.mailbox.poll(node.comms)
+        else:
+            got = node.mailbox.wait(node.comms, timeout=timeout)   # a run is under way
         if got is None:
             return False
         index, source, tag, payload = got
