@@ -83,15 +83,7 @@ def fib_calls_under_cutoff(n, small):
 
 
 # --- N-Queens -------------------------------------------------------------------------
-def children(n, cols, d1, d2):
-    full = (1 << n) - 1
-    avail = full & ~(cols | d1 | d2)
-    out = []
-    while avail:
-        bit = avail & -avail
-        avail ^= bit
-        out.append((cols | bit, ((d1 | bit) << 1) & full, (d2 | bit) >> 1))
-    return out
+from nqueens_boards import children  # noqa: E402  (plain Python, no numba)
 
 
 def count_from_py(n, cols, d1, d2):
