@@ -220,3 +220,25 @@ def test_replay_mismatch_with_a_runtime_then_a_good_run():
         with pytest.raises(ReplayMismatchError):
             rt.run(programs.drifting, 3)
         assert rt.run(programs.iterate_affine, 1, 2) == 13
+
+
+@pytest.mark.parametrize("options, error, text", [
+    ({"remote": "eager"}, ValueError, "remote must be one of prefetch, blocking"),
+    ({"batch": "dynamic"}, ValueError, "batch must be one of rate, fixed"),
+    ({"batch_s": 0}, ValueError, "batch_s must be a number of seconds > 0"),
+    ({"gpus": -1}, ValueError, "gpus must be an integer >= 0"),
+    ({"preload": "numba"}, TypeError, "preload must be a list of module names"),
+    ({"leaf_mode": "forked"}, ValueError, "leaf_mode must be one of persistent, spawn"),
+    ({"depth": -2}, ValueError, "depth must be an integer >= 0"),
+])
+def test_invalid_runtime_options_are_refused_before_spawning(no_spawning, options, error,
+                                                             text):
+    with pytest.raises(error, match=text):
+        dac.run(programs.fib, 10, **options)
+
+
+def test_procs_with_a_topology_file_is_refused(no_spawning, tmp_path):
+    topo = tmp_path / "t.toml"
+    topo.write_text('[[clusters]]\nname = "a"\nhosts = [{ name = "localhost", slots = 1 }]\n')
+    with pytest.raises(ValueError, match="procs= sets the leaves of the default topology"):
+        dac.run(programs.fib, 10, topology=str(topo), procs=2)
