@@ -121,15 +121,17 @@ class Runtime:
     asks for more when half its batch is left; default on); ``remote``
     (``"prefetch"``: a router asks its parent before its pool runs dry, default;
     ``"blocking"``: only when empty, the thesis); ``root_helps`` (the root solves tasks
-    while the leaves start, for functions whose ``leaf`` it has loaded; default on); ``preload`` (modules every leaf imports as
-    soon as it starts: with ``start()`` called before the script's own heavy imports,
-    the leaves' cold start overlaps the root's); ``gpus`` (GPU leaves on this machine
+    while the leaves start, for functions whose ``leaf`` it has loaded; default on);
+    ``preload`` (modules every leaf imports as soon as it starts: with ``start()``
+    called before the script's own heavy imports, the leaves' cold start overlaps the
+    root's); ``gpus`` (GPU leaves on this machine
     with the default topology; topology files say ``gpus`` per host); ``gpu_simulate``
     (GPU leaves run their kernels in numba's CUDA simulator: no GPU needed).
 
     ``start()`` spawns the tree now (``run`` does it otherwise). The first run of a
     runtime reports the tree's start-up in ``stats["startup_s"]``; its ``elapsed_s``
-    includes the spawn only if the run started the tree.
+    includes the spawn only if the run started the tree. Runs on a tree that is already
+    running send tasks to the leaves while the root is still finding them.
     """
 
     def __init__(self, topology=None, **options):
