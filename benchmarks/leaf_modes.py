@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
 sys.path.insert(0, EXAMPLES)
 
 from nqueens import queens  # noqa: E402  (examples/nqueens.py: leaf = numba count_from)
+from _timing import timed_run  # noqa: E402
 from nqueens_kernels import KNOWN_COUNTS  # noqa: E402
 
 from dac import run_report  # noqa: E402
@@ -75,13 +75,8 @@ def run_probe(n, depth, cache_dir):
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
     cmd = [sys.executable, os.path.abspath(__file__), "--probe", "--probe-n", str(n),
            "--probe-depth", str(depth)]
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    whole = time.perf_counter() - t0
-    if res.returncode != 0:
-        raise RuntimeError("probe failed (%d): %s\n%s" % (res.returncode, " ".join(cmd),
-                                                          res.stderr[-3000:]))
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    whole, stdout = timed_run(cmd, env=env)
+    out = json.loads(stdout.strip().splitlines()[-1])
     out["whole_command_s"] = whole
     out["cache_files"] = sum(len(f) for _, _, f in os.walk(cache_dir))
     return out

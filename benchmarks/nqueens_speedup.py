@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 
@@ -33,6 +32,7 @@ ROOT = os.path.dirname(HERE)
 EXAMPLES = os.path.join(ROOT, "examples")
 sys.path.insert(0, EXAMPLES)
 
+from _timing import timed_run  # noqa: E402
 from nqueens_kernels import KNOWN_COUNTS, count_all  # noqa: E402
 
 TARGET_N = 16
@@ -53,13 +53,7 @@ def dac_command():
 
 def timed(cmd):
     """Run cmd from the repository root; (seconds from outside, stdout)."""
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
-    if res.returncode != 0:
-        raise RuntimeError("command failed (%d): %s\n%s" % (res.returncode, " ".join(cmd),
-                                                            res.stderr[-3000:]))
-    return dt, res.stdout
+    return timed_run(cmd, cwd=ROOT)
 
 
 def seq_cmd(n):
