@@ -40,6 +40,29 @@ class TaskError(DacError):
                             self.task, self.where))
 
 
+class LostProcessError(TaskError):
+    """A process of the run ended without a Python exception: a task called
+    ``os._exit``, native code crashed, the process was killed, or its host went away.
+
+    The run ended and every other process of it exited. ``role``, ``pid``, ``host``
+    name the process; ``exit_code`` (or ``signal``, the number of the signal that
+    killed it) says how it ended; ``task`` names the call it was running, if known.
+    """
+
+    def __init__(self, role: str, pid: int, host: str, how: str, exit_code=None,
+                 signal=None, task: str = ""):
+        self.role, self.pid, self.host = role, pid, host
+        self.how, self.exit_code, self.signal = how, exit_code, signal
+        where = f"{role} pid {pid} on {host}"
+        super().__init__("LostProcess", f"{where} {how}", "", task, where)
+        running = f" while running {task}" if task else ""
+        self.args = (f"the run lost a process: {where} {how}{running}",)
+
+    def __reduce__(self):
+        return (LostProcessError, (self.role, self.pid, self.host, self.how,
+                                   self.exit_code, self.signal, self.task))
+
+
 class ReplayMismatchError(DacError):
     """The recursion above the spawn depth did not repeat itself.
 

@@ -13,7 +13,9 @@ import atexit
 import time
 from dataclasses import dataclass, field
 
-from .errors import DacError, TaskError
+from stealing.mpi import MPIBroken, lock
+
+from .errors import DacError, LostProcessError, TaskError
 from .expansion import choose_depth, function_table
 from .serialize import loads
 from .spawn import SpawnFunction
@@ -153,6 +155,11 @@ class Runtime:
 
     # life cycle -------------------------------------------------------------------
     def start(self) -> "Runtime":
+        """Spawn the tree now (``run`` does it otherwise)."""
+        with lock:
+            return self._start()
+
+    def _start(self) -> "Runtime":
         if self.scheduler is None:
             from stealing.root import RootScheduler
             settings = {k: self.options[k] for k in ("leaf_mode", "batch", "batch_s",
@@ -161,21 +168,27 @@ class Runtime:
             settings["prefetch"] = self.options.get("prefetch", True)
             sched = RootScheduler(self.plan, self.options["params"], settings)
             self.scheduler = sched
-            atexit.register(self.close)         # a runtime left open ends with Python
             try:
                 sched.start()
+            except MPIBroken as exc:
+                self.close()
+                raise DacError(str(exc)) from None
             except BaseException:
                 self.close()
                 raise
+            # a runtime left open ends with Python (before MPI is finalized: atexit
+            # calls the latest registration first)
+            atexit.register(self.close)
             self._spawned_in_run = True
         return self
 
     def close(self) -> None:
         """Stop every process of the tree (idempotent)."""
-        sched, self.scheduler = self.scheduler, None
-        if sched is not None:
-            atexit.unregister(self.close)
-            sched.stop()
+        with lock:
+            sched, self.scheduler = self.scheduler, None
+            if sched is not None:
+                atexit.unregister(self.close)
+                sched.stop()
 
     def __enter__(self) -> "Runtime":
         return self.start()
@@ -189,7 +202,15 @@ class Runtime:
         return self.run_report(fn, *args, **kwargs).result
 
     def run_report(self, fn, *args, **kwargs) -> RunReport:
-        """Like ``run`` but returns a ``RunReport`` (value, elapsed_s, stats)."""
+        """Like ``run`` but returns a ``RunReport`` (value, elapsed_s, stats).
+
+        Runs from several threads are served one after the other (MPI and the tree
+        are driven by one thread at a time), each with its own tasks and results.
+        """
+        with lock:
+            return self._run_report(fn, args, kwargs)
+
+    def _run_report(self, fn, args, kwargs) -> RunReport:
         if not isinstance(fn, SpawnFunction):
             raise TypeError(f"dac runs functions decorated with @dac.spawn, got {fn!r}")
         t0 = time.perf_counter()
@@ -215,7 +236,7 @@ class Runtime:
         startup = 0.0
         if not done:
             fresh = self.scheduler is None
-            self.start()
+            self._start()
             sched = self.scheduler
             try:
                 if fresh:
@@ -236,7 +257,7 @@ class Runtime:
                         blobs = sched.close_round(len(tasks), local)
                     else:
                         table = function_table(tasks, sched.sent_keys)
-                        blobs = sched.solve([t.payload for t in tasks], table, local)
+                        blobs = sched.solve([(t.tid, t.payload) for t in tasks], table, local)
                     by_tid = {t.tid: t for t in tasks}
                     for tid, blob in blobs.items():
                         exp.results[by_tid[tid].path] = loads(blob)
@@ -246,7 +267,7 @@ class Runtime:
                     startup = sched.startup_s or 0.0
             except BaseException as exc:
                 self.close()            # every process of the tree ends first
-                raise self._translate(exc) from None
+                raise self._translate(exc, exp) from None
         elapsed = time.perf_counter() - t0
         from stealing.stats import totals
         stats = totals(stats_list, startup)
@@ -263,13 +284,26 @@ class Runtime:
         return max(16 * len(self.plan.leaves()), int(2 * first))
 
     @staticmethod
-    def _translate(exc):
+    def _translate(exc, exp=None):
+        """dac's error for a failure the scheduler reported."""
         from stealing.root import RootStop
-        if isinstance(exc, RootStop):
-            i = exc.info
+        if not isinstance(exc, RootStop):
+            return exc
+        i = exc.info
+        lost = i.get("lost")
+        if lost is None:
             return TaskError(i["type"], i["message"], i["traceback"], i["task"],
                              i["where"])
-        return exc
+        task = ""
+        if exp is not None and lost["tid"] >= 0:
+            for t in exp.tasks.values():
+                if t.tid == lost["tid"]:
+                    task = t.sf.describe(*t.call[1:])
+                    break
+        code = lost["code"]
+        return LostProcessError(lost["role"], lost["pid"], lost["host"], i["message"],
+                                exit_code=code if code >= 0 else None,
+                                signal=-code if code < 0 else None, task=task)
 
 
 class _Streamer:
@@ -304,7 +338,7 @@ class _Streamer:
         if not tasks or self.error is not None:
             return
         try:
-            self.sched.feed([t.payload for t in tasks],
+            self.sched.feed([(t.tid, t.payload) for t in tasks],
                             function_table(tasks, self.sched.sent_keys))
         except BaseException as exc:         # noqa: BLE001 - raised by check()
             self.error = exc

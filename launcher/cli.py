@@ -7,9 +7,9 @@
     dac topology from-slurm
     dac topology from-hostfile FILE [--name NAME]
 
-``dac run`` runs the script as the root of the computation, as rank 0 of the bundled
-``mpiexec -n 1`` (``--singleton``: in this process, an MPI singleton); every
-``dac.run`` inside the script uses the topology and options given here.
+``dac run`` runs the script in this process as the root of the computation (an MPI
+singleton, like ``python script.py``); every ``dac.run`` inside the script uses the
+topology and options given here.
 Errors in a topology exit with code 2 before anything is spawned.
 """
 
@@ -46,35 +46,6 @@ def _json_default(value):
 def _fail(message: str) -> int:
     print(f"dac: {message}", file=sys.stderr)
     return 2
-
-
-def _bundled_mpiexec():
-    """The mpiexec of the MPI that mpi4py uses (MPICH's wheel puts it beside python)."""
-    import shutil
-    import sysconfig
-    for folder in (os.path.dirname(sys.executable), sysconfig.get_path("scripts")):
-        path = os.path.join(folder, "mpiexec")
-        if os.access(path, os.X_OK):
-            return path
-    return shutil.which("mpiexec")
-
-
-def _relaunch_under_mpiexec(argv) -> None:
-    """Run this same command as rank 0 of ``mpiexec -n 1`` (replacing this process).
-
-    Started by mpiexec, the root is an ordinary MPI process: a Ctrl-C in the terminal
-    goes to mpiexec, which passes it on, so the script gets KeyboardInterrupt and ends
-    its tree cleanly (as an MPI singleton, the mpiexec that MPI starts underneath would
-    kill the root outright).
-    """
-    mpiexec = _bundled_mpiexec()
-    if mpiexec is None:
-        return                              # no mpiexec: run as a singleton
-    env = dict(os.environ, DAC_UNDER_MPIEXEC="1")
-    cmd = [mpiexec, "-n", "1", sys.executable, "-m", "launcher.cli"] + list(argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(mpiexec, cmd, env)
 
 
 def _cmd_run(args) -> int:
@@ -180,9 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "topology onto this machine (clusters and latencies kept)")
     run.add_argument("--leaf-mode", choices=("persistent", "spawn"),
                      help="persistent leaves (default) or a new leaf per batch")
-    run.add_argument("--singleton", action="store_true",
-                     help="run the root in this process as an MPI singleton instead of "
-                     "under the bundled mpiexec")
+    run.add_argument("--singleton", action="store_true", help=argparse.SUPPRESS)
     run.add_argument("--gpu-simulate", action="store_true",
                      help="GPU leaves run their kernels in numba's CUDA simulator")
     run.add_argument("--json", action="store_true",
@@ -224,9 +193,6 @@ def main(argv=None) -> int:
     from launcher.topology import TopologyError
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    if (args.func is _cmd_run and not args.singleton
-            and not os.environ.get("DAC_UNDER_MPIEXEC") and os.path.isfile(args.script)):
-        _relaunch_under_mpiexec(argv)
     try:
         return args.func(args)
     except TopologyError as exc:

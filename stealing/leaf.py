@@ -37,6 +37,8 @@ class Leaf:
     def __init__(self, MPI, parent, init: dict, mailbox):
         self.parent = parent
         self.mailbox = mailbox
+        self.status = init["status"]       # read by this process's monitor if it dies
+        self.shm = init.get("shm", [])
         if init.get("latency_ms"):
             mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
         self.meter = Meter("leaf", init.get("cluster", "local"))
@@ -102,7 +104,8 @@ class Leaf:
         if not self.ready_sent:
             self.ready_sent = True
             rec = self.meter.record
-            self.send(P.READY, [(rec["pid"], rec["host"], "leaf", time.time())])
+            self.send(P.READY, [(rec["pid"], rec["host"], "leaf", time.time(),
+                                 self.shm)])
 
     # the work loop -------------------------------------------------------------
     @property
@@ -127,7 +130,8 @@ class Leaf:
 
     def run_one(self) -> None:
         from dac.execution import run_task_payload
-        payload = self.tasks.popleft()
+        tid, payload = self.tasks.popleft()
+        self.status.task(tid)
         t0 = time.perf_counter()
         try:
             tid, blob = run_task_payload(payload, self.table)
@@ -136,6 +140,7 @@ class Leaf:
         except BaseException as exc:            # noqa: BLE001 - reported to the root
             self.report_error(payload, exc)
             return
+        self.status.task(-1)
         spent = time.perf_counter() - t0
         if self.slowdown > 1:               # an emulated slower host
             time.sleep(spent * (self.slowdown - 1))
@@ -149,7 +154,8 @@ class Leaf:
     def run_batch(self) -> None:
         """A GPU leaf solves everything it holds in one call of the task's gpu_batch."""
         from dac.execution import run_batch_payloads
-        batch = list(self.tasks)
+        batch = [payload for _, payload in self.tasks]
+        self.status.task(self.tasks[0][0])
         self.tasks.clear()
         t0 = time.perf_counter()
         try:

@@ -84,7 +84,8 @@ class Node:
                 self.children.append(Child(None, 0, "slot", 1, kid["tasks"], kid))
             return
         for host, group in _by_host(kids):
-            comm = spawn(self.MPI, len(group), _spawn_host(host))
+            comm = spawn(self.MPI, len(group), _spawn_host(host),
+                         self.config.get("run_dir"))
             self.comms.append(comm)
             self.meter.record["spawns"] += len(group)
             for i, kid in enumerate(group):
@@ -103,7 +104,8 @@ class Node:
         self.send(comm, rank, P.INIT, init)
 
     def _spawn_one_shot(self, child: Child) -> None:
-        comm = spawn(self.MPI, 1, _spawn_host(child.spec.get("host")))
+        comm = spawn(self.MPI, 1, _spawn_host(child.spec.get("host")),
+                     self.config.get("run_dir"))
         self.meter.record["spawns"] += 1
         child.comm, child.rank = comm, 0
         self.comms.append(comm)

@@ -1,16 +1,102 @@
 """Entry point of every spawned dac process (routers and leaves).
 
-The parent's first message (INIT) says which role to play. SIGINT is ignored here:
-Ctrl-C reaches the whole process group, and the root alone decides how the run ends
-(it tells its children to stop, they tell theirs). A watchdog ends the process if the
-root disappears without saying goodbye, so nothing is left running.
+The process first forks: the parent stays a small *monitor* (no MPI, no user code) that
+waits for its child and, if the child ends without saying it finished (a task calling
+``os._exit``, a segfault in native code, ``kill -9``), writes a record of the loss
+(pid, host, role, exit code or signal, the task it was running) into the run's folder
+on this host, where the root looks for it. Only a parent sees how a process ended, and
+the process manager that is the real parent belongs to MPI.
+
+The child does the work. The parent's first message (INIT) says which role to play.
+SIGINT is ignored here: Ctrl-C reaches the whole process group, and the root alone
+decides how the run ends (it tells its children to stop, they tell theirs). A watchdog
+ends the process if the root disappears without saying goodbye, so nothing is left
+running. stdin is empty (``input()`` in a task gets EOFError, as serial code with no
+input does), and the process exits as soon as the tree stops, without waiting for
+threads a task may have left running.
 """
 
 from __future__ import annotations
 
+import json
+import mmap
 import os
 import signal
+import socket
+import struct
 import sys
+import time
+
+# the child's status, shared with the monitor: current task id, finished flag, role
+_STATUS = struct.Struct("<qBB")
+ROLES = {0: "process", 1: "router", 2: "leaf"}
+
+
+class Status:
+    """What the monitor must know if the child dies: written by the child, cheaply."""
+
+    def __init__(self):
+        self.buf = mmap.mmap(-1, _STATUS.size)      # shared (MAP_SHARED) across fork
+        _STATUS.pack_into(self.buf, 0, -1, 0, 0)
+
+    def task(self, tid: int) -> None:
+        struct.pack_into("<q", self.buf, 0, tid)
+
+    def role(self, role: str) -> None:
+        self.buf[9] = 1 if role == "router" else 2
+
+    def finished(self) -> None:
+        self.buf[8] = 1
+
+    def read(self):
+        return _STATUS.unpack_from(self.buf, 0)
+
+
+def lost_record_path(run_dir: str, pid: int) -> str:
+    return os.path.join(run_dir, f"lost-{pid}.json")
+
+
+def read_lost_records(run_dir: str) -> list:
+    """The records monitors wrote in ``run_dir``, earliest first."""
+    out = []
+    try:
+        names = [n for n in os.listdir(run_dir) if n.startswith("lost-")
+                 and n.endswith(".json")]
+    except OSError:
+        return out
+    for name in names:
+        try:
+            with open(os.path.join(run_dir, name)) as f:
+                out.append(json.load(f))
+        except (OSError, ValueError):
+            continue
+    return sorted(out, key=lambda r: r["time"])
+
+
+def _monitor(child: int, status: Status, run_dir: str | None) -> None:
+    """Wait for the child; record a loss; exit as the child did."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        try:
+            _, raw = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(1)
+    code = os.waitstatus_to_exitcode(raw)
+    tid, finished, role = status.read()
+    if not finished and run_dir:
+        record = {"pid": child, "host": socket.gethostname(), "role": ROLES[role],
+                  "code": code, "tid": tid, "time": time.time()}
+        try:        # the root made the folder; once it removed it, nobody is looking
+            tmp = lost_record_path(run_dir, child) + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(record, f)
+            os.replace(tmp, lost_record_path(run_dir, child))
+        except OSError:
+            pass
+    os._exit(code if code >= 0 else 128 - code)
 
 
 def _root_alive(pid: int) -> bool:
@@ -29,12 +115,37 @@ def _root_alive(pid: int) -> bool:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ.setdefault("UCX_LOG_LEVEL", "error")     # see stealing.root.init_mpi
+    run_dir = sys.argv[1] if len(sys.argv) > 1 else None
+    status = Status()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child:
+        _monitor(child, status, run_dir)
+    _empty_stdin()
+    _work(status)
+
+
+def _empty_stdin() -> None:
+    """A spawned process's stdin is a pipe from MPI that never ends: make it empty."""
+    try:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(fd, 0)
+        os.close(fd)
+        sys.stdin = open(0, closefd=False)
+    except OSError:
+        pass
+
+
+def _work(status: Status) -> None:
+    os.environ.setdefault("UCX_LOG_LEVEL", "error")     # see stealing.mpi.init_mpi
     import mpi4py
     mpi4py.rc.threads = False
+    mpi4py.rc.finalize = False
     from mpi4py import MPI
 
     from . import protocol as P
+    from .mpi import own_shm, unlink_shm
     from .waiting import Mailbox
 
     parent = MPI.Comm.Get_parent()
@@ -47,11 +158,19 @@ def main() -> None:
     for path in reversed(init.get("sys_path", [])):
         if path not in sys.path:
             sys.path.insert(0, path)
+    if init.get("argv"):
+        sys.argv = list(init["argv"])
+    if init.get("recursion_limit"):
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), init["recursion_limit"]))
+    init["shm"] = own_shm()
+    init["status"] = status
+    status.role(init["role"])
     root_pid, root_host = init.get("root_pid"), init.get("root_host")
 
     def watchdog():
-        import socket
         if root_pid and root_host == socket.gethostname() and not _root_alive(root_pid):
+            unlink_shm(init["shm"])
+            status.finished()
             os._exit(3)
 
     if init["role"] == "router":
@@ -62,3 +181,17 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     mailbox.flush(timeout=10)
     parent.Disconnect()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI.Finalize()
+    status.finished()
+    _exit_now_if_threads_left()
+
+
+def _exit_now_if_threads_left() -> None:
+    """Threads a task left running must not keep this process alive after the tree
+    stopped (Python would wait for them at exit)."""
+    import threading
+    if any(t.is_alive() and not t.daemon and t is not threading.main_thread()
+           for t in threading.enumerate()):
+        os._exit(0)

@@ -14,31 +14,35 @@ import sys
 import time
 
 from . import protocol as P
+from .mpi import init_mpi, lock, mark_broken  # noqa: F401  (init_mpi: for callers)
 from .node import Node
+from .process import read_lost_records
 from .stats import Meter
 
-
-def init_mpi():
-    """Import mpi4py, which initializes MPI (an MPI singleton when started by python).
-
-    UCX (MPICH's network layer) warns at disconnect about messages nobody received,
-    e.g. a STOP that crossed a spawn-per-batch leaf's last results; that is expected
-    when a run ends early, so only UCX errors are shown (the setting reaches every
-    spawned process through the environment).
-    """
-    os.environ.setdefault("UCX_LOG_LEVEL", "error")
-    import mpi4py
-    mpi4py.rc.threads = False
-    from mpi4py import MPI
-    return MPI
+LOST_CHECK_S = 0.2      # how often a waiting root looks for lost processes
 
 
 class RootStop(Exception):
-    """A child reported a task failure; ``info`` holds its description."""
+    """A child reported a task failure, or a process was lost; ``info`` holds its
+    description (for a loss, ``info["lost"]`` is the monitor's record)."""
 
     def __init__(self, info: dict):
         super().__init__(info.get("message", ""))
         self.info = info
+
+
+def describe_loss(record: dict) -> str:
+    """How a process ended, in words: ``killed by signal 11 (SIGSEGV)``."""
+    code = record["code"]
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "?"
+        return f"killed by signal {-code} ({name})"
+    if code == 0:
+        return "exited with code 0 before the run ended"
+    return f"exited with code {code}"
 
 
 class Root(Node):
@@ -49,7 +53,9 @@ class Root(Node):
 
     def on_ready(self, payload) -> None:
         here = socket.gethostname()
-        for pid, host, role, when in payload:
+        for pid, host, role, when, shm in payload:
+            if host == here:
+                self.shm.update(shm)
             if role != "leaf":
                 continue
             if host == here:
@@ -77,12 +83,17 @@ class RootScheduler:
         self.job_id = 0
         self.sent_keys: set = set()
         self.started_at = None
+        self.run_dir = None                # where monitors record lost processes
+        self.lost = None                   # the record of the first lost process
+        self._next_check = 0.0
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
+        import tempfile
         MPI = init_mpi()
         from .waiting import Mailbox
         self.started_at = time.time()
+        self.run_dir = tempfile.mkdtemp(prefix=f"dac-run-{os.getpid()}-")
         params = self.params
         config = {
             "params": {"branches": params.branches, "min_procs": params.min_procs,
@@ -91,11 +102,14 @@ class RootScheduler:
             **self.settings,
             "sys_path": [p for p in sys.path if p],
             "root_pid": os.getpid(), "root_host": socket.gethostname(),
+            "run_dir": self.run_dir, "argv": list(sys.argv),
+            "recursion_limit": sys.getrecursionlimit(),
         }
         meter = Meter("root", self.plan.cluster)
         node = Root(MPI, Mailbox(MPI), meter, params, config, parent=None)
         node.collected, node.ready, node.startup_end, node.last_ready = {}, 0, None, 0.0
         node.leaf_pids = []
+        node.shm = set()                   # MPICH segments of the tree on this host
         node.leaf_slots = len(self.plan.leaves())
         node.stats_done = False
         self.node = node
@@ -150,6 +164,7 @@ class RootScheduler:
             node.distribute()
         while len(node.collected) < total:
             if local_table and node.startup_end is None and node.pool:
+                self.check_lost()
                 got = node.mailbox.poll(node.comms)
                 if got is None:
                     self._run_here(node.pool.pop(), local_table)
@@ -166,6 +181,7 @@ class RootScheduler:
         from dac.execution import describe_failure, run_task_payload
         rec = self.node.meter.record
         t0 = time.perf_counter()
+        _tid, payload = payload
         try:
             tid, blob = run_task_payload(payload, local_table)
         except Exception as exc:                            # noqa: BLE001
@@ -179,10 +195,12 @@ class RootScheduler:
 
     def _step(self, timeout=None) -> bool:
         node = self.node
+        self.check_lost()
         if timeout == 0.0:
             got = node.mailbox.poll(node.comms)
         else:
-            got = node.mailbox.wait(node.comms, timeout=timeout)   # a run is under way
+            got = node.mailbox.wait(node.comms, timeout=timeout,   # a run is under way
+                                    on_idle=self.check_lost, idle_every=LOST_CHECK_S)
         if got is None:
             return False
         index, source, tag, payload = got
@@ -190,6 +208,23 @@ class RootScheduler:
         if node.errors:
             raise RootStop(node.errors[0])
         return True
+
+    def check_lost(self) -> None:
+        """Raise ``RootStop`` if a monitor recorded a lost process (at most every
+        ``LOST_CHECK_S``): the earliest record is the process that died first; the
+        others are MPI's clean-up of the job after it."""
+        now = time.monotonic()
+        if now < self._next_check or self.run_dir is None:
+            return
+        self._next_check = now + LOST_CHECK_S
+        records = read_lost_records(self.run_dir)
+        if not records:
+            return
+        first = records[0]
+        self.lost = first
+        where = f"{first['role']} pid {first['pid']} on {first['host']}"
+        raise RootStop({"type": "LostProcess", "message": describe_loss(first),
+                        "traceback": "", "task": "", "where": where, "lost": first})
 
     def end_job(self) -> list:
         """Per-process statistics of the job (root first)."""
@@ -212,6 +247,33 @@ class RootScheduler:
         if node is None:
             return
         self.node = None
+        try:
+            if self.lost is None:
+                self._check_lost_now()
+        except RootStop:
+            pass
+        if self.lost is not None:
+            self._abandon(node)
+        else:
+            self._stop_tree(node, grace, timeout)
+        _remove_dir(self.run_dir)
+
+    def _check_lost_now(self) -> None:
+        self._next_check = 0.0
+        self.check_lost()
+
+    def _abandon(self, node) -> None:
+        """After a loss MPICH ends the job: no message can go down the tree any more.
+        End what is left of the processes dac started on this host, remove their
+        shared memory, and never finalize or spawn again in this process."""
+        pids = [p for c in node.children for p in c.pids] + list(node.leaf_pids)
+        _kill(pids)
+        _wait_gone(pids, 5.0)
+        lost = self.lost
+        mark_broken(f"{lost['role']} pid {lost['pid']} on {lost['host']} "
+                    f"({describe_loss(lost)})", node.shm)
+
+    def _stop_tree(self, node, grace: float, timeout: float) -> None:
         node.errors = []
         pids = [p for c in node.children for p in c.pids]
         leaves = list(node.leaf_pids)
@@ -269,3 +331,9 @@ def _wait_gone(pids, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while any(_alive(p) for p in set(pids)) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def _remove_dir(path) -> None:
+    if path:
+        import shutil
+        shutil.rmtree(path, ignore_errors=True)

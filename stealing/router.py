@@ -24,14 +24,16 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     plan = init["plan"]
     meter = Meter("router", plan.get("cluster", "local"))
     params = StealParams(**init["params"])
-    config = {k: v for k, v in init.items() if k not in ("role", "plan")}
+    config = {k: v for k, v in init.items()
+              if k not in ("role", "plan", "status", "shm")}   # what children inherit
     node = Router(MPI, mailbox, meter, params, config, parent=parent)
     node.quota_of_self = max(1, plan["tasks"])
     if init.get("latency_ms"):
         mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
     node.spawn_children(plan)
     rec = meter.record
-    node.send_up(P.READY, [(rec["pid"], rec["host"], "router", time.time())])
+    node.send_up(P.READY, [(rec["pid"], rec["host"], "router", time.time(),
+                            init.get("shm", []))])
     while node.stopping != 0:
         index, source, tag, payload = mailbox.wait(
             [parent] + node.comms, on_idle=watchdog,

@@ -16,19 +16,25 @@ _BOOT = ("import sys; sys.path.insert(0, {path!r}); "
          "from stealing.process import main; main()")
 
 
-def child_command() -> tuple[str, list[str]]:
-    """The executable and arguments of a spawned dac process."""
-    return sys.executable, ["-c", _BOOT.format(path=_PKG_PARENT)]
+def child_command(run_dir: str | None = None) -> tuple[str, list[str]]:
+    """The executable and arguments of a spawned dac process; ``run_dir`` is where
+    its monitor records a loss (see ``stealing.process``)."""
+    args = ["-c", _BOOT.format(path=_PKG_PARENT)]
+    if run_dir:
+        args.append(run_dir)
+    return sys.executable, args
 
 
-def spawn(MPI, count: int, host: str | None = None):
+def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None):
     """Spawn ``count`` dac processes; returns the intercommunicator to them.
 
     ``host`` (a name the caller validated beforehand) goes into the ``host`` info key.
     """
+    from .mpi import after_spawn, check_usable
     if count < 1:
         raise ValueError(f"spawn count must be >= 1, got {count}")
-    exe, args = child_command()
+    check_usable()
+    exe, args = child_command(run_dir)
     info = MPI.INFO_NULL
     if host:
         info = MPI.Info.Create()
@@ -43,6 +49,7 @@ def spawn(MPI, count: int, host: str | None = None):
                                    root=0, errcodes=errcodes)
     finally:
         info.Free()
+        after_spawn()
     bad = [e for e in errcodes if e != MPI.SUCCESS]
     if bad:
         raise RuntimeError(f"MPI_Comm_spawn of {count} dac process(es) failed: "

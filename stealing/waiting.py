@@ -101,16 +101,16 @@ class Mailbox:
         return min(h[0] for h in self._held) - time.monotonic()
 
     def wait(self, comms, timeout: float | None = None, on_idle=None,
-             max_sleep: float | None = None):
+             max_sleep: float | None = None, idle_every: float = 1.0):
         """Block (sleeping) until a message arrives on one of ``comms``.
 
         Returns ``(index, source, tag, payload)``, or None after ``timeout`` seconds.
-        ``on_idle`` is called every ~second of waiting (a watchdog hook).
+        ``on_idle`` is called every ``idle_every`` seconds of waiting (a watchdog hook).
         """
         delay = self.min_sleep
         cap = self.max_sleep if max_sleep is None else max_sleep
         start = time.monotonic()
-        next_idle = start + 1.0
+        next_idle = start + idle_every
         while True:
             got = self.poll(comms)
             if got is not None:
@@ -120,7 +120,7 @@ class Mailbox:
                 return None
             if on_idle is not None and now > next_idle:
                 on_idle()
-                next_idle = now + 1.0
+                next_idle = now + idle_every
             if cap >= IDLE_SLEEP and now - start > DEEP_IDLE_AFTER:
                 cap = DEEP_IDLE_SLEEP
             time.sleep(max(0.0, min(delay, self._until_due())))

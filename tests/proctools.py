@@ -24,9 +24,12 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def dac_processes(tag: str = SESSION_TAG) -> dict[int, str]:
-    """``{pid: command line}`` of live (non-zombie) dac processes carrying ``tag``."""
+def dac_processes(tag: str = SESSION_TAG, monitors: bool = False) -> dict[int, str]:
+    """``{pid: command line}`` of live (non-zombie) dac processes carrying ``tag``:
+    routers and leaves, and with ``monitors`` also the monitor process that is the
+    parent of each of them (see stealing/process.py)."""
     found = {}
+    parents = {}
     needle = f"{TAG_VAR}={tag}".encode()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -38,9 +41,14 @@ def dac_processes(tag: str = SESSION_TAG) -> dict[int, str]:
         if needle not in _read(f"/proc/{pid}/environ").split(b"\0"):
             continue
         stat = _read(f"/proc/{pid}/stat").decode(errors="replace")
-        if stat and stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+        fields = stat.rsplit(")", 1)[-1].split()
+        if not fields or fields[0] in ("Z", "X"):
             continue
         found[pid] = cmdline.replace(b"\0", b" ").decode(errors="replace")
+        parents[pid] = int(fields[1])
+    if not monitors:
+        for parent in set(parents.values()) & set(found):
+            del found[parent]
     return found
 
 
@@ -49,7 +57,7 @@ def wait_for_no_processes(tag: str = SESSION_TAG, timeout: float = 5.0) -> dict:
     those still alive."""
     deadline = time.monotonic() + timeout
     while True:
-        left = dac_processes(tag)
+        left = dac_processes(tag, monitors=True)
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.1)
@@ -106,3 +114,33 @@ def marked_pids(path: str) -> set:
             return {int(x) for x in f.read().split()}
     except OSError:
         return set()
+
+
+def mapped_shm() -> set:
+    """``/dev/shm`` files some live process of this machine has mapped."""
+    names = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            for line in _read(f"/proc/{entry}/maps").decode(errors="replace").splitlines():
+                if "/dev/shm/" in line:
+                    names.add(line.split()[-1])
+    return names
+
+
+def leftover_shm(since: float) -> list:
+    """MPICH shared-memory files made after ``since`` (a ``time.time()``) that no live
+    process uses: what a run that ended left behind (runs of other programs still
+    going map theirs)."""
+    out = []
+    for name in os.listdir("/dev/shm"):
+        path = os.path.join("/dev/shm", name)
+        try:
+            made = os.stat(path).st_mtime
+        except OSError:
+            continue
+        if name.startswith("mpich_shm_") and made >= since - 1:
+            out.append(path)
+    if not out:
+        return []
+    used = mapped_shm()
+    return sorted(p for p in out if p not in used and os.path.exists(p))

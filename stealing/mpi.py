@@ -1,0 +1,182 @@
+"""Starting MPI in the root, and ending it, without harming the user's processes.
+
+The root is the user's own Python process (``python script.py``): an MPI singleton.
+MPICH starts the singleton's process manager lazily, at the first spawn, by running
+``mpiexec`` from ``PATH`` in the root's process group; when any spawned process dies,
+that process manager kills the whole group, the user's shell included. Two things
+follow (see ``../shared/notes/mpi-facts.md``):
+
+* ``mpiexec`` is found through a tiny launcher of dac's own, first on ``PATH`` during
+  the first spawn, that moves the process manager into a session of its own
+  (``setsid``) and runs the ``mpiexec`` beside this Python (a venv's python run by its
+  full path, without the venv on ``PATH``, works too). Its clean-up then reaches only
+  the processes dac spawned, never the root or its shell.
+* After a spawned process was lost, MPICH's ``MPI_Finalize`` in the root crashes (its
+  process manager is gone): the root then skips it, removes the shared-memory segments
+  the lost processes left in ``/dev/shm``, and refuses to spawn again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import threading
+
+_state = {"MPI": None, "broken": None, "shim_dir": None, "path": None}
+lock = threading.RLock()     # MPI runs serialized: one thread at a time drives the tree
+
+
+class MPIBroken(RuntimeError):
+    """This process cannot spawn again: an earlier run lost a process."""
+
+
+def find_mpiexec() -> str | None:
+    """The ``mpiexec`` of the MPI that mpi4py uses (MPICH's wheel puts it beside
+    python), else the one on ``PATH``."""
+    import sysconfig
+    for folder in (os.path.dirname(sys.executable), sysconfig.get_path("scripts")):
+        path = os.path.join(folder, "mpiexec")
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which("mpiexec")
+
+
+_SHIM = """#!{python} -S
+# dac: the MPI singleton's process manager, in a session of its own (see stealing/mpi.py)
+import os, sys
+os.setsid()
+os.execv({mpiexec!r}, [{mpiexec!r}] + sys.argv[1:])
+"""
+
+
+def _install_shim() -> None:
+    """Put dac's ``mpiexec`` launcher first on ``PATH`` until the first spawn."""
+    real = find_mpiexec()
+    if real is None or _state["shim_dir"] is not None:
+        return
+    folder = tempfile.mkdtemp(prefix="dac-mpiexec-")
+    path = os.path.join(folder, "mpiexec")
+    with open(path, "w") as f:
+        f.write(_SHIM.format(python=sys.executable, mpiexec=real))
+    os.chmod(path, 0o700)
+    _state["shim_dir"] = folder
+    _state["path"] = os.environ.get("PATH")
+    os.environ["PATH"] = folder + os.pathsep + os.environ.get("PATH", "")
+    atexit.register(_remove_shim)
+
+
+def _remove_shim() -> None:
+    folder, _state["shim_dir"] = _state["shim_dir"], None
+    if folder is None:
+        return
+    if os.environ.get("PATH", "").startswith(folder + os.pathsep):
+        old = _state["path"]
+        if old is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = old
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def after_spawn() -> None:
+    """The process manager runs now: the launcher and the ``PATH`` entry can go."""
+    if _state["shim_dir"] is not None:
+        _remove_shim()
+
+
+def init_mpi():
+    """Import mpi4py in the root, which initializes MPI (a singleton under python).
+
+    UCX (MPICH's network layer) warns at disconnect about messages nobody received,
+    e.g. a STOP that crossed a spawn-per-batch leaf's last results; that is expected
+    when a run ends early, so only UCX errors are shown (the setting reaches every
+    spawned process through the environment). Threads: MPI is used by one thread at a
+    time (``lock``), so the serialized level is asked for. Finalization is dac's, at
+    exit, and skipped once a process was lost.
+    """
+    if _state["MPI"] is not None:
+        return _state["MPI"]
+    os.environ.setdefault("UCX_LOG_LEVEL", "error")
+    import mpi4py
+    if "mpi4py.MPI" not in sys.modules:
+        mpi4py.rc.threads = True
+        mpi4py.rc.thread_level = "serialized"
+        mpi4py.rc.finalize = False
+    _install_shim()
+    from mpi4py import MPI
+    _state["MPI"] = MPI
+    atexit.register(_finalize)
+    _exit_cleanly_on_sigterm()
+    return MPI
+
+
+def _exit_cleanly_on_sigterm() -> None:
+    """SIGTERM ends the root like ``sys.exit(143)``, so that its trees stop and MPI
+    finalizes (the default action would leave the tree to its watchdogs and the
+    shared memory in ``/dev/shm``). Only where nobody chose a handler already."""
+    import signal
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _on_sigterm(signum, frame):
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)      # a second one ends it at once
+    raise SystemExit(128 + signum)
+
+
+def check_usable() -> None:
+    """Raise ``MPIBroken`` when this process must not spawn again."""
+    if _state["broken"] is not None:
+        raise MPIBroken(
+            f"MPI in this process can no longer start processes: an earlier run lost "
+            f"{_state['broken']}, and MPICH ended the processes and the process manager "
+            f"of that job. Start a new Python process to run again.")
+
+
+def mark_broken(what: str, shm_names=()) -> None:
+    """A spawned process was lost: remove its job's shared-memory segments, skip
+    ``MPI_Finalize`` at exit, refuse later spawns."""
+    if _state["broken"] is None:
+        _state["broken"] = what
+    unlink_shm(list(shm_names) + own_shm())
+
+
+def own_shm() -> list:
+    """Names of the MPICH shared-memory segments this process has mapped."""
+    names = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if "/dev/shm/mpich_shm_" in line:
+                    names.add(line.split()[-1])
+    except OSError:
+        pass
+    return sorted(n for n in names if n.startswith("/dev/shm/"))
+
+
+def unlink_shm(names) -> None:
+    for name in set(names):
+        if name.startswith("/dev/shm/mpich_shm_"):
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
+
+
+def _finalize() -> None:
+    MPI = _state["MPI"]
+    if MPI is None or _state["broken"] is not None:
+        return
+    try:
+        if MPI.Is_initialized() and not MPI.Is_finalized():
+            import mpi4py
+            if mpi4py.rc.finalize is False:
+                MPI.Finalize()
+    except Exception:                                       # noqa: BLE001
+        pass
