@@ -190,8 +190,13 @@ def _work(status: Status) -> None:
 
 def _exit_now_if_threads_left() -> None:
     """Threads a task left running must not keep this process alive after the tree
-    stopped (Python would wait for them at exit)."""
+    stopped: Python would wait for them at exit. The interpreter is told not to
+    (``os._exit`` instead would skip the MPI libraries' own clean-up at exit, which
+    the root's MPI needs to end cleanly)."""
     import threading
     if any(t.is_alive() and not t.daemon and t is not threading.main_thread()
            for t in threading.enumerate()):
-        os._exit(0)
+        if hasattr(threading, "_shutdown"):
+            threading._shutdown = lambda: None
+        else:                                           # pragma: no cover
+            os._exit(0)

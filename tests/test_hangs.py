@@ -1,0 +1,86 @@
+"""What hung or misbehaved in leaves that serial Python handles: stdin, leftover
+threads, sys.argv, recursion limits, a python started without its venv on PATH, and
+Ctrl-C under ``dac run`` with routers."""
+
+import os
+import re
+import signal
+import sys
+import time
+
+from proctools import (dac_processes, finish, launch, marked_pids, new_tag, tagged_env,
+                       wait_for, wait_for_no_processes)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ODD = os.path.join(HERE, "scripts", "odd_tasks.py")
+LONG_RUN = os.path.join(HERE, "scripts", "long_run.py")
+
+
+def run_script(args, timeout=60, env=None):
+    tag = new_tag()
+    if env is None:
+        proc = launch(args, tag, cwd=ROOT)
+    else:
+        import subprocess
+        proc = subprocess.Popen(args, env=dict(env, DAC_TEST_TAG=tag), cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    code, out, err, seconds = finish(proc, timeout)
+    assert wait_for_no_processes(tag, timeout=10) == {}
+    return code, out, err, seconds
+
+
+def test_input_in_a_task_raises_eof_error_at_once():
+    code, out, err, seconds = run_script([sys.executable, ODD, "input"], timeout=60)
+    m = re.search(r"error EOFError: EOF when reading a line after ([\d.]+) s", out)
+    assert m, (out, err)
+    assert code == 0 and float(m.group(1)) < 20
+
+
+def test_a_thread_left_running_by_a_task_does_not_keep_anything_alive():
+    code, out, err, seconds = run_script([sys.executable, ODD, "thread"], timeout=60)
+    assert code == 0 and "values (0, 1, 2, 3)" in out, (out, err)
+    assert seconds < 30          # the leaves' threads sleep 300 s
+
+
+def test_tasks_see_the_scripts_argv():
+    code, out, err, _ = run_script([sys.executable, ODD, "argv", "--flag", "x y"])
+    assert code == 0, err
+    argv = [ODD, "argv", "--flag", "x y"]
+    assert f"values {tuple([argv] * 4)!r}" in out, out
+
+
+def test_leaves_take_the_scripts_recursion_limit():
+    code, out, err, _ = run_script([sys.executable, ODD, "recursion"])
+    assert code == 0 and "values (2500, 2500, 2500, 2500)" in out, (out, err)
+
+
+def test_a_venv_python_run_by_full_path_without_the_venv_on_path():
+    # IDEs, cron and systemd start a venv's python by its full path, PATH untouched:
+    # MPICH's singleton start used to look for mpiexec on PATH and then hang
+    env = {k: v for k, v in tagged_env("x").items() if k not in ("VIRTUAL_ENV",)}
+    bindir = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                  if p and os.path.abspath(p) != os.path.abspath(bindir)
+                                  and not os.access(os.path.join(p, "mpiexec"), os.X_OK))
+    code, out, err, seconds = run_script(
+        [sys.executable, "examples/fib.py", "15"], timeout=60, env=env)
+    assert code == 0 and "fib(15) = 610" in out, (out, err)
+    assert "PMI" not in err
+
+
+def test_one_ctrl_c_under_dac_run_with_routers_is_one_keyboard_interrupt(tmp_path):
+    tag = new_tag()
+    mark = str(tmp_path / "marks")
+    proc = launch([sys.executable, "-c", "import sys; from launcher.cli import main; "
+                   "sys.exit(main())", "run", LONG_RUN, "5", "400", "0.25", mark], tag,
+                  cwd=ROOT)
+    assert wait_for(lambda: len(marked_pids(mark) & set(dac_processes(tag))) >= 5, 60)
+    os.killpg(proc.pid, signal.SIGINT)          # what a terminal's Ctrl-C does
+    code, out, err, seconds = finish(proc, 20)
+    assert wait_for_no_processes(tag, timeout=5) == {}
+    assert code != 0 and seconds < 15 and "finished" not in out
+    assert err.count("KeyboardInterrupt") == 1, err
+    assert err.count("Traceback") == 1, err
+    assert "sock write error" not in err and "[proxy" not in err, err
