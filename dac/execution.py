@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from . import context
-from .serialize import dumps, loads
+from .serialize import SCRIPT_PREFIX, dumps, loads
 
 
 def load_table(entries: dict) -> dict:
@@ -16,10 +16,18 @@ def load_table(entries: dict) -> dict:
 
     Classes and functions of the user's script arrive by value; they are also put in this
     process's ``__main__`` so that arguments and results naming ``__main__.X`` resolve
-    here as they do on the root.
+    here as they do on the root. The script objects that task arguments name come as
+    entries of their own (``__main__:NAME#id``, see ``dac.serialize``): they replace an
+    older ``X`` (the script may have redefined it) and are not functions to call.
     """
-    table = {key: loads(blob) for key, blob in entries.items()}
     main = sys.modules["__main__"]
+    table = {}
+    for key, blob in entries.items():
+        value = loads(blob)
+        if key.startswith(SCRIPT_PREFIX):
+            setattr(main, key[len(SCRIPT_PREFIX):].rpartition("#")[0], value)
+        else:
+            table[key] = value
     for sf in table.values():
         g = getattr(sf.fn, "__globals__", None)
         if g is not None and g.get("__name__") == "__main__" and g is not vars(main):
