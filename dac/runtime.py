@@ -10,6 +10,7 @@ process of the tree before the error reaches the caller.
 from __future__ import annotations
 
 import atexit
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -23,7 +24,9 @@ BATCH_MODES = ("rate", "fixed")
 REMOTE_MODES = ("prefetch", "blocking")
 STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
 OPTIONS = ("procs", "gpus", "gpu_simulate", "local", "depth", "leaf_mode", "prefetch",
-           "remote", "batch", "batch_s", "root_helps", "preload") + STEAL_KEYS
+           "remote", "batch", "batch_s", "root_helps", "preload",
+           "oversubscribe") + STEAL_KEYS
+LEAVES_PER_CORE = 64    # leaves per core of this machine allowed without oversubscribe
 last_report = None      # the report of this process's latest run (read by `dac run --json`)
 defaults: dict = {}     # options set by the `dac run` command line (topology, leaf_mode)
 
@@ -67,6 +70,13 @@ def _check_options(options: dict) -> dict:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise ValueError(f"gpus must be an integer >= 0 (GPU leaves on this machine), "
                          f"got {gpus!r}")
+    oversubscribe = opts.setdefault("oversubscribe", False)
+    if not isinstance(oversubscribe, bool):
+        raise TypeError(f"oversubscribe must be True or False, got {oversubscribe!r}")
+    crowded = procs is not None and _crowding(procs, opts)
+    if crowded:
+        raise ValueError(f"procs={procs} asks for {procs} leaf processes on this "
+                         f"machine, {crowded}")
     opts["gpu_simulate"] = bool(opts.get("gpu_simulate", False))
     _choice(opts, "leaf_mode", LEAF_MODES, "persistent")
     _choice(opts, "batch", BATCH_MODES, "rate")
@@ -86,9 +96,27 @@ def _check_options(options: dict) -> dict:
     return opts
 
 
+def _crowding(leaves: int, opts: dict) -> str | None:
+    """Why ``leaves`` leaf processes on this machine are too many (the end of a
+    sentence), or None.
+
+    Every leaf is a Python interpreter started with MPI_Comm_spawn: thousands of them on
+    a few cores are a spawn storm (minutes of start-up, memory exhausted), never a
+    faster run, so more than ``LEAVES_PER_CORE`` per core needs ``oversubscribe=True``.
+    """
+    cores = os.cpu_count() or 1
+    limit = LEAVES_PER_CORE * cores
+    if leaves <= limit or opts.get("oversubscribe"):
+        return None
+    return (f"which has {cores} core{'s' if cores > 1 else ''}: more than "
+            f"{LEAVES_PER_CORE} per core ({limit}) is a spawn storm, not a faster run. "
+            f"Pass oversubscribe=True to start them anyway")
+
+
 def _resolve_topology(topology, opts: dict):
     """A ``launcher.topology.Topology`` from None (this machine), a path or an object."""
-    from launcher.topology import Topology, check_hosts, load_topology, local_topology
+    from launcher.topology import (Topology, TopologyError, check_hosts, load_topology,
+                                   local_topology)
     if topology is None:
         return local_topology(opts.get("procs"), opts.get("gpus", 0))
     for key in ("procs", "gpus"):
@@ -98,8 +126,17 @@ def _resolve_topology(topology, opts: dict):
     if not isinstance(topology, Topology):
         topology = load_topology(topology)
     if opts.get("local"):
-        return topology.localized()
-    check_hosts(topology)
+        topology = topology.localized()
+    if not topology.local:
+        check_hosts(topology)
+        return topology
+    crowded = _crowding(topology.procs, opts)       # every host is this machine
+    if crowded:
+        big = max(topology.clusters, key=lambda c: c.procs)
+        raise TopologyError(topology.source, "clusters",
+                            f"local=True puts all {topology.procs} leaves of the topology "
+                            f"on this machine (slots and gpus of every host; cluster "
+                            f"{big.name!r} alone has {big.procs}), {crowded}")
     return topology
 
 
@@ -126,7 +163,9 @@ class Runtime:
     called before the script's own heavy imports, the leaves' cold start overlaps the
     root's); ``gpus`` (GPU leaves on this machine
     with the default topology; topology files say ``gpus`` per host); ``gpu_simulate``
-    (GPU leaves run their kernels in numba's CUDA simulator: no GPU needed).
+    (GPU leaves run their kernels in numba's CUDA simulator: no GPU needed);
+    ``oversubscribe`` (allow more than 64 leaves per core of this machine, from
+    ``procs`` or from a topology mapped here with ``local``; refused otherwise).
 
     ``start()`` spawns the tree now (``run`` does it otherwise). The first run of a
     runtime reports the tree's start-up in ``stats["startup_s"]``; its ``elapsed_s``

@@ -7,6 +7,10 @@ import sys
 
 import pytest
 
+import dac
+from launcher.topology import TopologyError
+
+import programs
 from proctools import finish, launch, new_tag, wait_for_no_processes
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
@@ -32,3 +36,54 @@ def test_script_classes_travel_as_arguments_and_come_back_as_the_roots_own():
         "apply 42",                                 # double(10) + double(11)
         "root class True 3",                        # not replaced by a copy
     ]
+
+
+# --- bounds: no spawn storms ---------------------------------------------------------
+CORES = os.cpu_count() or 1
+LIMIT = 64 * CORES
+ON_CORES = f"which has {CORES} core{'s' if CORES > 1 else ''}: more than 64 per core " \
+    f"({LIMIT}) is a spawn storm, not a faster run. Pass oversubscribe=True to start " \
+    f"them anyway"
+
+
+def test_more_than_64_leaves_per_core_are_refused_before_spawning(no_spawning):
+    asked = max(10000, LIMIT + 1)
+    with pytest.raises(ValueError) as info:
+        dac.run(programs.fib, 10, procs=asked)
+    assert str(info.value) == (f"procs={asked} asks for {asked} leaf processes on this "
+                               f"machine, {ON_CORES}")
+
+
+def test_oversubscribe_allows_more_leaves_and_64_per_core_need_nothing(no_spawning):
+    assert len(dac.Runtime(procs=LIMIT).plan.leaves()) == LIMIT
+    rt = dac.Runtime(procs=LIMIT + 1, oversubscribe=True)
+    assert len(rt.plan.leaves()) == LIMIT + 1
+    with pytest.raises(TypeError, match="oversubscribe must be True or False, got 'yes'"):
+        dac.Runtime(procs=2, oversubscribe="yes")
+
+
+def _big_topology(tmp_path, small, big):
+    path = tmp_path / "big.toml"
+    path.write_text(f'[[clusters]]\nname = "small"\nhosts = [{{ name = "{small}", '
+                    f'slots = 2 }}]\n\n[[clusters]]\nname = "big"\n'
+                    f'hosts = [{{ name = "{big}", slots = {LIMIT}, gpus = 1 }}]\n')
+    return str(path)
+
+
+def test_a_topology_mapped_here_with_local_has_the_same_bound(no_spawning, tmp_path):
+    path = _big_topology(tmp_path, "node01", "node02")
+    with pytest.raises(TopologyError) as info:
+        dac.Runtime(topology=path, local=True)
+    assert str(info.value) == (
+        f"{path} (--local): clusters: local=True puts all {LIMIT + 3} leaves of the "
+        f"topology on this machine (slots and gpus of every host; cluster 'big' alone "
+        f"has {LIMIT + 1}), {ON_CORES}")
+    rt = dac.Runtime(topology=path, local=True, oversubscribe=True)
+    assert len(rt.plan.leaves()) == LIMIT + 3
+
+
+def test_a_topology_without_local_is_not_bounded_by_this_machine(no_spawning, tmp_path):
+    # its hosts are other machines (here they resolve to this one, as a cluster's
+    # login node may): their slots are the file's business
+    rt = dac.Runtime(topology=_big_topology(tmp_path, "localhost", "127.0.0.1"))
+    assert len(rt.plan.leaves()) == LIMIT + 3
