@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from . import context
+from .errors import shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps, loads
 
 
@@ -46,7 +47,8 @@ def run_task_payload(payload: bytes, table: dict):
 
 
 def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
-    """What the root needs to raise ``TaskError`` for a failed task."""
+    """What the root needs to raise ``TaskError`` for a failed task. Repeated blocks
+    of frames (a deep recursion) are collapsed here, so the message stays small."""
     import os
     import socket
     call = "?"
@@ -55,7 +57,8 @@ def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
         call = f"{key.split('#')[0]}({', '.join(repr(a)[:40] for a in args)})"
     except Exception:                                       # noqa: BLE001
         pass
-    return {"type": type(exc).__name__, "message": str(exc), "traceback": tb,
+    return {"type": type(exc).__name__, "message": str(exc),
+            "traceback": shorten_traceback(tb),
             "task": call, "where": f"leaf pid {os.getpid()} on {socket.gethostname()}"}
 
 

@@ -8,8 +8,11 @@ import sys
 import pytest
 
 import dac
+from dac import TaskError
+from dac.errors import shorten_traceback
 from launcher.topology import TopologyError
 
+import hardening_programs as hp
 import programs
 from proctools import finish, launch, new_tag, wait_for_no_processes
 
@@ -87,3 +90,54 @@ def test_a_topology_without_local_is_not_bounded_by_this_machine(no_spawning, tm
     # login node may): their slots are the file's business
     rt = dac.Runtime(topology=_big_topology(tmp_path, "localhost", "127.0.0.1"))
     assert len(rt.plan.leaves()) == LIMIT + 3
+
+
+# --- messages: deep recursion ------------------------------------------------------------
+def test_a_deep_recursion_in_a_task_gives_a_short_traceback_with_the_raising_line():
+    with pytest.raises(TaskError) as info:
+        dac.run(hp.deep, 1, 500, procs=1, root_helps=False)
+    err = info.value
+    assert (err.type_name, err.message) == ("ValueError", "the bottom of the recursion")
+    assert err.task == "deep(0, 500)"
+    text = str(err)
+    assert len(text.splitlines()) < 100             # was 4524 lines
+    # a level is 3 frames (sink, dac's SpawnFunction.__call__ and SerialContext.call):
+    # 500 of them, the first and the last shown
+    assert "\n  [Previous 3 frames repeated 498 more times]\n" in text
+    assert text.count("return sync(sink(k - 1)) + 1") == 2
+    assert text.endswith('    raise ValueError("the bottom of the recursion")\n'
+                         'ValueError: the bottom of the recursion')
+
+
+def _ping(n):
+    if n == 0:
+        raise KeyError("no pong")
+    return _pong(n - 1)
+
+
+def _pong(n):
+    return _ping(n - 1)
+
+
+def test_shorten_traceback_keeps_what_does_not_repeat():
+    import traceback
+    try:
+        try:
+            _ping(200)
+        except KeyError as exc:
+            raise RuntimeError("while ponging") from exc
+    except RuntimeError:
+        text = traceback.format_exc()
+    short = shorten_traceback(text)
+    lines, kept = text.splitlines(), short.splitlines()
+    assert len(lines) > 400 and len(kept) < 40
+    assert kept.count("  [Previous 2 frames repeated 98 more times]") == 1
+    # everything but the repeats is there, in order: both exceptions, the raising line
+    rest = [line for line in kept if not line.startswith("  [Previous")]
+    it = iter(lines)
+    assert all(line in it for line in rest)
+    for line in ("KeyError: 'no pong'", '    raise KeyError("no pong")',
+                 "The above exception was the direct cause of the following exception:",
+                 "RuntimeError: while ponging"):
+        assert line in kept
+    assert shorten_traceback(short) == short

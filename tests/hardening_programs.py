@@ -1,0 +1,26 @@
+"""@spawn programs of tests/test_hardening.py (importable, so the leaves import them by
+reference)."""
+
+from __future__ import annotations
+
+import sys
+
+from dac import spawn, sync
+
+
+@spawn(depth=1)
+def deep(n, levels):
+    """Two tasks; each recurses ``levels`` deep in its leaf (every level a @spawn call
+    run serially there) and the bottom raises."""
+    if n == 0:
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * levels))  # 3 frames a level
+        return sink(levels)
+    a, b = sync(deep(n - 1, levels), deep(n - 1, levels))
+    return a + b
+
+
+@spawn
+def sink(k):
+    if k == 0:
+        raise ValueError("the bottom of the recursion")
+    return sync(sink(k - 1)) + 1
