@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .errors import DacError, TaskError
+from .errors import DacError, SerializationError, TaskError
 from .expansion import choose_depth, function_table
 from .serialize import loads
 from .spawn import SpawnFunction
@@ -278,7 +278,8 @@ class Runtime:
                         blobs = sched.solve([t.payload for t in tasks], table, local)
                     by_tid = {t.tid: t for t in tasks}
                     for tid, blob in blobs.items():
-                        exp.results[by_tid[tid].path] = loads(blob)
+                        task = by_tid[tid]
+                        exp.results[task.path] = _load_result(task, blob)
                     done, value = exp.run_pass(fn, args, kwargs)
                 stats_list = sched.end_job()
                 if sched.job_id == 1:
@@ -309,6 +310,24 @@ class Runtime:
             return TaskError(i["type"], i["message"], i["traceback"], i["task"],
                              i["where"])
         return exc
+
+
+def _load_result(task, blob: bytes):
+    """A task's result, unpickled; a failure names the task and what failed (the
+    result's class may be missing here, or its ``__setstate__`` may refuse)."""
+    try:
+        return loads(blob)
+    except Exception as exc:                                # noqa: BLE001
+        import traceback
+        sf, args, kwargs = task.call
+        where = ""
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames and frames[-1].filename != __file__:
+            last = frames[-1]
+            where = f" (in {last.name}, {last.filename}:{last.lineno})"
+        raise SerializationError(f"the result of {sf.describe(args, kwargs)} was "
+                                 f"computed but cannot be unpickled on the root: "
+                                 f"{type(exc).__name__}: {exc}{where}") from exc
 
 
 class _Streamer:

@@ -24,3 +24,22 @@ def sink(k):
     if k == 0:
         raise ValueError("the bottom of the recursion")
     return sync(sink(k - 1)) + 1
+
+
+class Fragile:
+    """Pickles in a leaf, refuses to be unpickled (on the root, which unpickles
+    results)."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __setstate__(self, state):
+        raise ValueError(f"Fragile refuses to be unpickled (state {state})")
+
+
+@spawn(depth=1)
+def fragile(n):
+    """fragile(4) on the root waits for the task fragile(3), whose result is a Fragile."""
+    if n > 3:
+        return sync(fragile(3)).v
+    return Fragile(n)

@@ -141,3 +141,16 @@ def test_shorten_traceback_keeps_what_does_not_repeat():
                  "RuntimeError: while ponging"):
         assert line in kept
     assert shorten_traceback(short) == short
+
+
+# --- messages: a result that does not unpickle on the root ------------------------------
+def test_a_result_that_cannot_be_unpickled_on_the_root_names_the_task():
+    import inspect
+    lines, first = inspect.getsourcelines(hp.Fragile.__setstate__)
+    raising = first + next(i for i, line in enumerate(lines) if "raise" in line)
+    with pytest.raises(dac.SerializationError) as info:
+        dac.run(hp.fragile, 4, procs=1, root_helps=False)
+    assert str(info.value) == (
+        "the result of fragile(3) was computed but cannot be unpickled on the root: "
+        "ValueError: Fragile refuses to be unpickled (state {'v': 3}) (in __setstate__, "
+        f"{hp.__file__}:{raising})")
