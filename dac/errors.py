@@ -57,6 +57,19 @@ class SyncError(DacError, RuntimeError):
     """``sync`` was used where it has no meaning (outside a spawned call, non-futures)."""
 
 
+def exception_message(exc: BaseException) -> str:
+    """``str(exc)``, or what happened when that is empty: a bare ``MemoryError()`` (what
+    Python raises when an allocation fails) or ``KeyError()`` would otherwise reach the
+    user as "MemoryError: " and nothing more."""
+    text = str(exc)
+    if text:
+        return text
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError):
+        return f"out of memory ({name} raised with no message)"
+    return f"({name} raised with no message)"
+
+
 MAX_BLOCK = 32          # frames in the longest repeated block that is collapsed
 
 

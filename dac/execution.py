@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from . import context
-from .errors import shorten_traceback
+from .errors import exception_message, shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps, loads
 
 
@@ -57,7 +57,7 @@ def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
         call = f"{key.split('#')[0]}({', '.join(repr(a)[:40] for a in args)})"
     except Exception:                                       # noqa: BLE001
         pass
-    return {"type": type(exc).__name__, "message": str(exc),
+    return {"type": type(exc).__name__, "message": exception_message(exc),
             "traceback": shorten_traceback(tb),
             "task": call, "where": f"leaf pid {os.getpid()} on {socket.gethostname()}"}
 

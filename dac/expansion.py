@@ -21,7 +21,7 @@ import pickle
 import traceback
 
 from . import context
-from .errors import DacError, ReplayMismatchError, TaskError
+from .errors import DacError, ReplayMismatchError, TaskError, exception_message
 from .future import Future
 from .serialize import dumps_function, dumps_payload, script_entry, script_key
 
@@ -163,7 +163,8 @@ class Expansion:
         except DacError:
             raise
         except Exception as exc:
-            raise TaskError(type(exc).__name__, str(exc), traceback.format_exc(),
+            raise TaskError(type(exc).__name__, exception_message(exc),
+                            traceback.format_exc(),
                             sf.describe(args, kwargs),
                             "the root, above the spawn depth") from exc
         finally:

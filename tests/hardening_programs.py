@@ -43,3 +43,13 @@ def fragile(n):
     if n > 3:
         return sync(fragile(3)).v
     return Fragile(n)
+
+
+@spawn(depth=1)
+def hog(n):
+    """The task hog(0) raises MemoryError() with no message (as a failed allocation
+    does); hog(2) above the spawn depth does the same on the root."""
+    if n == 0 or n == 2:
+        raise MemoryError()
+    a, b = sync(hog(n - 1), hog(n - 1))
+    return a + b

@@ -154,3 +154,25 @@ def test_a_result_that_cannot_be_unpickled_on_the_root_names_the_task():
         "the result of fragile(3) was computed but cannot be unpickled on the root: "
         "ValueError: Fragile refuses to be unpickled (state {'v': 3}) (in __setstate__, "
         f"{hp.__file__}:{raising})")
+
+
+# --- messages: MemoryError -------------------------------------------------------------
+def test_a_memory_error_without_message_says_out_of_memory_and_where():
+    import socket
+    with pytest.raises(TaskError) as info:
+        dac.run(hp.hog, 1, procs=1, root_helps=False)
+    err = info.value
+    assert (err.type_name, err.task) == ("MemoryError", "hog(0)")
+    assert err.message == "out of memory (MemoryError raised with no message)"
+    pid = int(err.where.split()[2])
+    assert err.where == f"leaf pid {pid} on {socket.gethostname()}" and pid != os.getpid()
+    assert str(err).splitlines()[0] == (
+        f"task hog(0) raised MemoryError: out of memory (MemoryError raised with no "
+        f"message) (in leaf pid {pid} on {socket.gethostname()})")
+
+
+def test_a_memory_error_on_the_root_says_out_of_memory(no_spawning):
+    with pytest.raises(TaskError) as info:
+        dac.run(hp.hog, 2, procs=1)
+    assert info.value.message == "out of memory (MemoryError raised with no message)"
+    assert info.value.where == "the root, above the spawn depth"
