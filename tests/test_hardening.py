@@ -176,3 +176,24 @@ def test_a_memory_error_on_the_root_says_out_of_memory(no_spawning):
         dac.run(hp.hog, 2, procs=1)
     assert info.value.message == "out of memory (MemoryError raised with no message)"
     assert info.value.where == "the root, above the spawn depth"
+
+
+# --- memory of the root across fresh runs ------------------------------------------------
+def test_fresh_runs_leave_no_python_memory_behind_on_the_root():
+    # Python objects only: the ~0.1 MB that MPICH and UCX keep per spawned child (see
+    # the README, "Memory") is native memory that tracemalloc does not see
+    import gc
+    import tracemalloc
+    for _ in range(2):
+        dac.run(programs.fib, 15, procs=2)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(20):
+            assert dac.run(programs.fib, 15, procs=2) == 610
+        gc.collect()
+        per_run = (tracemalloc.get_traced_memory()[0] - before) / 20
+    finally:
+        tracemalloc.stop()
+    assert per_run < 8_000, f"{per_run:.0f} bytes per run"      # measured: 250-420
