@@ -32,7 +32,7 @@ class TaskError(DacError):
         text = self.args[0]
         if self.remote_traceback:
             text += "\n--- traceback where it was raised ---\n" + \
-                self.remote_traceback.rstrip()
+                shorten_traceback(self.remote_traceback).rstrip()
         return text
 
     def __reduce__(self):
@@ -78,3 +78,69 @@ class SerializationError(DacError, TypeError):
 
 class SyncError(DacError, RuntimeError):
     """``sync`` was used where it has no meaning (outside a spawned call, non-futures)."""
+
+
+def exception_message(exc: BaseException) -> str:
+    """``str(exc)``, or what happened when that is empty: a bare ``MemoryError()`` (what
+    Python raises when an allocation fails) or ``KeyError()`` would otherwise reach the
+    user as "MemoryError: " and nothing more."""
+    text = str(exc)
+    if text:
+        return text
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError):
+        return f"out of memory ({name} raised with no message)"
+    return f"({name} raised with no message)"
+
+
+MAX_BLOCK = 32          # frames in the longest repeated block that is collapsed
+
+
+def shorten_traceback(text: str) -> str:
+    """``text`` (a formatted traceback) with repeated blocks of frames collapsed.
+
+    Python collapses one frame repeated in a row; a recursion through ``@spawn`` repeats
+    a block (the user's frame, then dac's own frames of the call), so a deep one printed
+    thousands of lines. A block of up to ``MAX_BLOCK`` frames found three times or more
+    in a row is kept twice, its first and last occurrences, with a line between them:
+    ``[Previous N frames repeated M more times]`` (M occurrences left out).
+    """
+    lines = text.splitlines()
+    out: list = []
+    frames: list = []               # the current run of frames, each a tuple of lines
+    for line in lines:
+        if line.startswith('  File "'):
+            frames.append((line,))
+        elif frames and line.startswith("    "):
+            frames[-1] += (line,)
+        else:
+            out += _collapse(frames)
+            frames = []
+            out.append(line)
+    out += _collapse(frames)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def _collapse(frames: list) -> list:
+    """The lines of a run of frames, repeated blocks collapsed (``shorten_traceback``)."""
+    out: list = []
+    i, n = 0, len(frames)
+    while i < n:
+        for size in range(1, min(MAX_BLOCK, (n - i) // 3) + 1):
+            if frames[i + size] != frames[i]:
+                continue
+            block = frames[i:i + size]
+            times = 1
+            while frames[i + times * size:i + (times + 1) * size] == block:
+                times += 1
+            if times >= 3:
+                out += [line for frame in block for line in frame]
+                out.append(f"  [Previous {size} frame{'s' if size > 1 else ''} repeated "
+                           f"{times - 2} more times]")
+                out += [line for frame in block for line in frame]
+                i += times * size
+                break
+        else:
+            out += frames[i]
+            i += 1
+    return out

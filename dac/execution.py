@@ -8,7 +8,8 @@ from __future__ import annotations
 import sys
 
 from . import context
-from .serialize import dumps, loads
+from .errors import exception_message, shorten_traceback
+from .serialize import SCRIPT_PREFIX, dumps, loads
 
 
 def load_table(entries: dict) -> dict:
@@ -16,10 +17,18 @@ def load_table(entries: dict) -> dict:
 
     Classes and functions of the user's script arrive by value; they are also put in this
     process's ``__main__`` so that arguments and results naming ``__main__.X`` resolve
-    here as they do on the root.
+    here as they do on the root. The script objects that task arguments name come as
+    entries of their own (``__main__:NAME#id``, see ``dac.serialize``): they replace an
+    older ``X`` (the script may have redefined it) and are not functions to call.
     """
-    table = {key: loads(blob) for key, blob in entries.items()}
     main = sys.modules["__main__"]
+    table = {}
+    for key, blob in entries.items():
+        value = loads(blob)
+        if key.startswith(SCRIPT_PREFIX):
+            setattr(main, key[len(SCRIPT_PREFIX):].rpartition("#")[0], value)
+        else:
+            table[key] = value
     for sf in table.values():
         g = getattr(sf.fn, "__globals__", None)
         if g is not None and g.get("__name__") == "__main__" and g is not vars(main):
@@ -38,7 +47,8 @@ def run_task_payload(payload: bytes, table: dict):
 
 
 def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
-    """What the root needs to raise ``TaskError`` for a failed task."""
+    """What the root needs to raise ``TaskError`` for a failed task. Repeated blocks
+    of frames (a deep recursion) are collapsed here, so the message stays small."""
     import os
     import socket
     call = "?"
@@ -47,7 +57,8 @@ def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
         call = f"{key.split('#')[0]}({', '.join(repr(a)[:40] for a in args)})"
     except Exception:                                       # noqa: BLE001
         pass
-    return {"type": type(exc).__name__, "message": str(exc), "traceback": tb,
+    return {"type": type(exc).__name__, "message": exception_message(exc),
+            "traceback": shorten_traceback(tb),
             "task": call, "where": f"leaf pid {os.getpid()} on {socket.gethostname()}"}
 
 

@@ -21,9 +21,9 @@ import pickle
 import traceback
 
 from . import context
-from .errors import DacError, ReplayMismatchError, TaskError
+from .errors import DacError, ReplayMismatchError, TaskError, exception_message
 from .future import Future
-from .serialize import dumps, dumps_function
+from .serialize import dumps_function, dumps_payload, script_entry, script_key
 
 MAX_AUTO_DEPTH = 48
 
@@ -71,12 +71,14 @@ class Frame:
 
 
 class Task:
-    """A call at the spawn depth, ready to send: its id, path and payload."""
+    """A call at the spawn depth, ready to send: its id, path and payload, and the
+    script's classes and functions the payload names (``{name: object}``)."""
 
-    __slots__ = ("tid", "path", "sf", "payload", "call")
+    __slots__ = ("tid", "path", "sf", "payload", "call", "script")
 
-    def __init__(self, tid, path, sf, payload, call):
+    def __init__(self, tid, path, sf, payload, call, script=None):
         self.tid, self.path, self.sf, self.payload, self.call = tid, path, sf, payload, call
+        self.script = script
 
 
 class Expansion:
@@ -134,10 +136,13 @@ class Expansion:
                 return Future(self.results[path], call)
             if path not in self.tasks:
                 tid = len(self.tasks)
-                payload = dumps((tid, sf.key, depth, args, kwargs),
-                                _Lazy("an argument of", call))
-                self._check(path, sf, _fingerprint(args, kwargs), call)
-                task = Task(tid, path, sf, payload, call)
+                fingerprint = _fingerprint(args, kwargs)      # a tuple: scalars
+                payload, script = dumps_payload(
+                    (tid, sf.key, depth, args, kwargs), _Lazy("an argument of", call),
+                    (*args, *kwargs.values()) if kwargs else args,
+                    type(fingerprint) is tuple)
+                self._check(path, sf, fingerprint, call)
+                task = Task(tid, path, sf, payload, call, script)
                 self.tasks[path] = task
                 self.new_tasks.append(task)
                 self.max_task_depth = max(self.max_task_depth, depth)
@@ -158,7 +163,8 @@ class Expansion:
         except DacError:
             raise
         except Exception as exc:
-            raise TaskError(type(exc).__name__, str(exc), traceback.format_exc(),
+            raise TaskError(type(exc).__name__, exception_message(exc),
+                            traceback.format_exc(),
                             sf.describe(args, kwargs),
                             "the root, above the spawn depth") from exc
         finally:
@@ -193,11 +199,17 @@ class Expansion:
 
 
 def function_table(tasks, sent: set) -> dict:
-    """``{key: pickled SpawnFunction}`` for the functions of ``tasks`` not yet sent."""
+    """``{key: pickled SpawnFunction}`` for the functions of ``tasks`` not yet sent,
+    and the script's classes and functions their arguments name (by value, for the
+    leaves' ``__main__``)."""
     table = {}
     for t in tasks:
         if t.sf.key not in sent and t.sf.key not in table:
             table[t.sf.key] = dumps_function(t.sf)
+        for name, obj in (t.script or {}).items():
+            key = script_key(name, obj)
+            if key not in sent and key not in table:
+                table[key] = script_entry(name, obj)
     return table
 
 

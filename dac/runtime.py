@@ -10,12 +10,13 @@ process of the tree before the error reaches the caller.
 from __future__ import annotations
 
 import atexit
+import os
 import time
 from dataclasses import dataclass, field
 
 from stealing.mpi import MPIBroken, lock
 
-from .errors import DacError, LostProcessError, TaskError
+from .errors import DacError, LostProcessError, SerializationError, TaskError
 from .expansion import choose_depth, function_table
 from .serialize import loads
 from .spawn import SpawnFunction
@@ -25,7 +26,9 @@ BATCH_MODES = ("rate", "fixed")
 REMOTE_MODES = ("prefetch", "blocking")
 STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
 OPTIONS = ("procs", "gpus", "gpu_simulate", "local", "depth", "leaf_mode", "prefetch",
-           "remote", "batch", "batch_s", "root_helps", "preload") + STEAL_KEYS
+           "remote", "batch", "batch_s", "root_helps", "preload",
+           "oversubscribe") + STEAL_KEYS
+LEAVES_PER_CORE = 64    # leaves per core of this machine allowed without oversubscribe
 last_report = None      # the report of this process's latest run (read by `dac run --json`)
 defaults: dict = {}     # options set by the `dac run` command line (topology, leaf_mode)
 
@@ -69,6 +72,13 @@ def _check_options(options: dict) -> dict:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise ValueError(f"gpus must be an integer >= 0 (GPU leaves on this machine), "
                          f"got {gpus!r}")
+    oversubscribe = opts.setdefault("oversubscribe", False)
+    if not isinstance(oversubscribe, bool):
+        raise TypeError(f"oversubscribe must be True or False, got {oversubscribe!r}")
+    crowded = procs is not None and _crowding(procs, opts)
+    if crowded:
+        raise ValueError(f"procs={procs} asks for {procs} leaf processes on this "
+                         f"machine, {crowded}")
     opts["gpu_simulate"] = bool(opts.get("gpu_simulate", False))
     _choice(opts, "leaf_mode", LEAF_MODES, "persistent")
     _choice(opts, "batch", BATCH_MODES, "rate")
@@ -88,9 +98,27 @@ def _check_options(options: dict) -> dict:
     return opts
 
 
+def _crowding(leaves: int, opts: dict) -> str | None:
+    """Why ``leaves`` leaf processes on this machine are too many (the end of a
+    sentence), or None.
+
+    Every leaf is a Python interpreter started with MPI_Comm_spawn: thousands of them on
+    a few cores are a spawn storm (minutes of start-up, memory exhausted), never a
+    faster run, so more than ``LEAVES_PER_CORE`` per core needs ``oversubscribe=True``.
+    """
+    cores = os.cpu_count() or 1
+    limit = LEAVES_PER_CORE * cores
+    if leaves <= limit or opts.get("oversubscribe"):
+        return None
+    return (f"which has {cores} core{'s' if cores > 1 else ''}: more than "
+            f"{LEAVES_PER_CORE} per core ({limit}) is a spawn storm, not a faster run. "
+            f"Pass oversubscribe=True to start them anyway")
+
+
 def _resolve_topology(topology, opts: dict):
     """A ``launcher.topology.Topology`` from None (this machine), a path or an object."""
-    from launcher.topology import Topology, check_hosts, load_topology, local_topology
+    from launcher.topology import (Topology, TopologyError, check_hosts, load_topology,
+                                   local_topology)
     if topology is None:
         return local_topology(opts.get("procs"), opts.get("gpus", 0))
     for key in ("procs", "gpus"):
@@ -100,8 +128,17 @@ def _resolve_topology(topology, opts: dict):
     if not isinstance(topology, Topology):
         topology = load_topology(topology)
     if opts.get("local"):
-        return topology.localized()
-    check_hosts(topology)
+        topology = topology.localized()
+    if not topology.local:
+        check_hosts(topology)
+        return topology
+    crowded = _crowding(topology.procs, opts)       # every host is this machine
+    if crowded:
+        big = max(topology.clusters, key=lambda c: c.procs)
+        raise TopologyError(topology.source, "clusters",
+                            f"local=True puts all {topology.procs} leaves of the topology "
+                            f"on this machine (slots and gpus of every host; cluster "
+                            f"{big.name!r} alone has {big.procs}), {crowded}")
     return topology
 
 
@@ -128,7 +165,9 @@ class Runtime:
     called before the script's own heavy imports, the leaves' cold start overlaps the
     root's); ``gpus`` (GPU leaves on this machine
     with the default topology; topology files say ``gpus`` per host); ``gpu_simulate``
-    (GPU leaves run their kernels in numba's CUDA simulator: no GPU needed).
+    (GPU leaves run their kernels in numba's CUDA simulator: no GPU needed);
+    ``oversubscribe`` (allow more than 64 leaves per core of this machine, from
+    ``procs`` or from a topology mapped here with ``local``; refused otherwise).
 
     ``start()`` spawns the tree now (``run`` does it otherwise). The first run of a
     runtime reports the tree's start-up in ``stats["startup_s"]``; its ``elapsed_s``
@@ -260,7 +299,8 @@ class Runtime:
                         blobs = sched.solve([(t.tid, t.payload) for t in tasks], table, local)
                     by_tid = {t.tid: t for t in tasks}
                     for tid, blob in blobs.items():
-                        exp.results[by_tid[tid].path] = loads(blob)
+                        task = by_tid[tid]
+                        exp.results[task.path] = _load_result(task, blob)
                     done, value = exp.run_pass(fn, args, kwargs)
                 stats_list = sched.end_job()
                 if sched.job_id == 1:
@@ -306,6 +346,24 @@ class Runtime:
                                 signal=-code if code < 0 else None, task=task)
 
 
+def _load_result(task, blob: bytes):
+    """A task's result, unpickled; a failure names the task and what failed (the
+    result's class may be missing here, or its ``__setstate__`` may refuse)."""
+    try:
+        return loads(blob)
+    except Exception as exc:                                # noqa: BLE001
+        import traceback
+        sf, args, kwargs = task.call
+        where = ""
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames and frames[-1].filename != __file__:
+            last = frames[-1]
+            where = f" (in {last.name}, {last.filename}:{last.lineno})"
+        raise SerializationError(f"the result of {sf.describe(args, kwargs)} was "
+                                 f"computed but cannot be unpickled on the root: "
+                                 f"{type(exc).__name__}: {exc}{where}") from exc
+
+
 class _Streamer:
     """Sends the first pass's tasks to a running tree in growing chunks, once the pass
     is sure to be kept (see ``choose_depth``). Errors are held until the pass ends: they
@@ -349,7 +407,10 @@ class _Streamer:
 
 
 def run(fn, *args, topology=None, **options):
-    """Run ``fn(*args)`` on a fresh process tree and return its value."""
+    """Run ``fn(*args)`` on a fresh process tree and return its value.
+
+    Each fresh tree leaves ~0.1 MB per process the root spawned in MPICH and UCX (see
+    the README, "Memory"): for many runs, keep a ``Runtime``."""
     return run_report(fn, *args, topology=topology, **options).result
 
 

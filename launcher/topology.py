@@ -77,6 +77,7 @@ class Topology:
     clusters: list
     stealing: dict = field(default_factory=dict)
     source: str = "<default>"
+    local: bool = False         # every host mapped onto this machine (``localized``)
 
     @property
     def slots(self) -> int:
@@ -95,7 +96,7 @@ class Topology:
         clusters = [Cluster(c.name, [Host(here, h.slots, h.gpus, h.slowdown)
                                      for h in c.hosts], c.latency_ms)
                     for c in self.clusters]
-        return Topology(clusters, dict(self.stealing), self.source + " (--local)")
+        return Topology(clusters, dict(self.stealing), self.source + " (--local)", True)
 
 
 def local_topology(procs: int | None = None, gpus: int = 0) -> Topology:
