@@ -60,7 +60,7 @@ class Node:
         self.results: list = []
         self.exhausted = parent is None
         self.requested = False
-        self.job = None                 # (job_id, table) forwarded to late spawns
+        self.job = None                 # (job_id, every function so far): late spawns
         self.one_shot_stats: list = []  # records of finished spawn-per-batch leaves
         self.stats_wait = None          # [children left to answer, records]
         self.stopping = None            # children left to say BYE, or None
@@ -317,7 +317,9 @@ class Node:
         also pays for building the tree (its spawns and CPU count there)."""
         if self.job is not None and self.job[0] != job[0]:
             self.meter.reset()
-        self.job = job
+        table = dict(self.job[1]) if self.job is not None else {}
+        table.update(job[1])          # a job message carries only the functions not
+        self.job = (job[0], table)    # sent before; a new process needs all of them
         self.one_shot_stats = []
         for c in self.children:
             if c.comm is not None:

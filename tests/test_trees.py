@@ -157,3 +157,12 @@ def test_tree_parameters_change_the_shape():
     assert len(by_role(stats, "leaf")) == 6
     assert stats["spawns"] == 3 + 6
     assert stats["tasks"] == 64
+
+
+def test_a_kept_spawn_per_batch_runtime_runs_several_jobs():
+    # a leaf spawned for a later job must get every function sent so far, not only the
+    # ones new in that job (it failed with KeyError: 'fib#0')
+    with dac.Runtime(procs=2, leaf_mode="spawn") as rt:
+        assert rt.run(programs.fib, 15) == 610
+        assert rt.run(programs.fib, 16) == 987
+        assert rt.run(programs.fib_depth3, 17) == 1597
