@@ -344,8 +344,10 @@ def parse_slurm_tasks(text: str) -> list:
     return out
 
 
-def check_hosts(topology: Topology) -> None:
-    """Every host name must resolve: MPICH kills the whole job on an unknown spawn host."""
+def check_hosts(topology: Topology, reach_timeout: float = 3.0) -> None:
+    """Every host name must resolve (MPICH kills the whole job on an unknown spawn
+    host) and, where MPI reaches hosts through ssh, answer on its ssh port: MPICH's
+    spawn waits forever for a host that resolves but cannot be reached."""
     for c in topology.clusters:
         for h in c.hosts:
             try:
@@ -356,6 +358,60 @@ def check_hosts(topology: Topology) -> None:
                                     f"/etc/hosts); MPI cannot start processes there. "
                                     f"Use --local to map every host onto this "
                                     f"machine") from None
+    if not _launches_through_ssh():
+        return
+    for c in topology.clusters:
+        for h in c.hosts:
+            if is_this_machine(h.name):
+                continue
+            problem = _ssh_unreachable(h.name, reach_timeout)
+            if problem:
+                raise TopologyError(topology.source, f"clusters[{c.name}].hosts",
+                                    f"host {h.name!r} resolves but cannot be reached: "
+                                    f"{problem}. MPI starts processes there through "
+                                    f"ssh. Use --local to map every host onto this "
+                                    f"machine")
+
+
+def is_this_machine(name: str) -> bool:
+    """Names dac spawns on without naming a host (see ``stealing.node``)."""
+    return name in ("localhost", "127.0.0.1", socket.gethostname())
+
+
+def _launches_through_ssh() -> bool:
+    """Hydra (MPICH's process manager) uses ssh unless told otherwise or inside a
+    batch system's allocation."""
+    env = os.environ
+    if env.get("HYDRA_LAUNCHER", "ssh") != "ssh" or env.get("HYDRA_LAUNCHER_EXEC"):
+        return False
+    return not any(k in env for k in ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID"))
+
+
+def _ssh_unreachable(host: str, timeout: float) -> str:
+    """Why ``host``'s ssh server cannot be reached, or "" (ssh's own configuration
+    gives the real name and port: ``ssh -G``)."""
+    import shutil
+    import subprocess
+    name, port = host, 22
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        return "there is no ssh command on this machine"
+    try:
+        conf = subprocess.run([ssh, "-G", host], capture_output=True, text=True,
+                              timeout=timeout).stdout
+        for line in conf.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "hostname" and value:
+                name = value
+            elif key == "port" and value.isdigit():
+                port = int(value)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        socket.create_connection((name, port), timeout=timeout).close()
+    except OSError as exc:
+        return f"its ssh port {name}:{port} does not answer ({exc.strerror or exc})"
+    return ""
 
 
 def to_toml(topology: Topology) -> str:

@@ -35,19 +35,17 @@ def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None):
         raise ValueError(f"spawn count must be >= 1, got {count}")
     check_usable()
     exe, args = child_command(run_dir)
-    info = MPI.INFO_NULL
+    info = MPI.Info.Create()
     if host:
-        info = MPI.Info.Create()
         info.Set("host", host)
-        info.Set("wdir", os.getcwd())
-    else:
-        info = MPI.Info.Create()
-        info.Set("wdir", os.getcwd())
+    info.Set("wdir", os.getcwd())
     errcodes = []
+    deadline = _Deadline(count, host)
     try:
         comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
                                    root=0, errcodes=errcodes)
     finally:
+        deadline.cancel()
         info.Free()
         after_spawn()
     bad = [e for e in errcodes if e != MPI.SUCCESS]
@@ -55,3 +53,85 @@ def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None):
         raise RuntimeError(f"MPI_Comm_spawn of {count} dac process(es) failed: "
                            f"error codes {bad}")
     return comm
+
+
+def spawn_timeout() -> float:
+    """Seconds a spawn may take (``DAC_SPAWN_TIMEOUT``, default 120)."""
+    try:
+        return max(1.0, float(os.environ.get("DAC_SPAWN_TIMEOUT", "120")))
+    except ValueError:
+        return 120.0
+
+
+class _Deadline:
+    """Ends this process if a spawn does not return in time.
+
+    ``MPI_Comm_spawn`` cannot be interrupted: when the process manager fails to start
+    processes (a host that stopped answering, a launcher that hangs, a process
+    manager that died), MPICH waits forever, spinning. A timer thread then says what
+    failed, ends the process manager dac started and the processes it spawned, and
+    exits with status 1: a clear end instead of a silent hang.
+    """
+
+    def __init__(self, count: int, host):
+        import threading
+        self.count, self.host = count, host or "this machine"
+        self.seconds = spawn_timeout()
+        self.timer = threading.Timer(self.seconds, self.expire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def cancel(self) -> None:
+        self.timer.cancel()
+
+    def expire(self) -> None:
+        import signal
+        sys.stderr.write(
+            f"dac: starting {self.count} process(es) on {self.host} did not finish "
+            f"within {self.seconds:.0f} s (DAC_SPAWN_TIMEOUT): MPI could not start "
+            f"them there (is the host up, and reachable by the MPI launcher?). Ending "
+            f"the run (pid {os.getpid()}).\n")
+        sys.stderr.flush()
+        from .mpi import own_shm, unlink_shm
+        for pid in _descendants(_own_process_managers()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        unlink_shm(own_shm())
+        os._exit(1)
+
+
+def _processes() -> dict:
+    """``{pid: (name, parent pid)}`` of this machine's processes."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        out[int(entry)] = (stat[stat.find("(") + 1:stat.rfind(")")], int(fields[1]))
+    return out
+
+
+def _own_process_managers() -> list:
+    """The ``mpiexec`` processes this process started (the singleton's process
+    manager: see ``stealing.mpi``)."""
+    me = os.getpid()
+    return [pid for pid, (name, parent) in _processes().items()
+            if parent == me and name.startswith("mpiexec")]
+
+
+def _descendants(roots) -> list:
+    """``roots`` and every process below them."""
+    table = _processes()
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(p for p, (_, parent) in table.items() if parent == pid)
+    return found

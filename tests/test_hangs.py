@@ -84,3 +84,58 @@ def test_one_ctrl_c_under_dac_run_with_routers_is_one_keyboard_interrupt(tmp_pat
     assert err.count("KeyboardInterrupt") == 1, err
     assert err.count("Traceback") == 1, err
     assert "sock write error" not in err and "[proxy" not in err, err
+
+
+UNREACHABLE = """[[clusters]]
+name = "far"
+hosts = [{ name = "127.0.0.2", slots = 2 }]
+"""
+
+
+def _port_22_open(host: str) -> bool:
+    import socket
+    try:
+        socket.create_connection((host, 22), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_a_host_that_resolves_but_cannot_be_reached_is_refused_before_any_spawn(tmp_path):
+    if _port_22_open("127.0.0.2"):
+        import pytest
+        pytest.skip("an ssh server answers on 127.0.0.2 here")
+    topo = tmp_path / "far.toml"
+    topo.write_text(UNREACHABLE)
+    env = {k: v for k, v in tagged_env("x").items()
+           if not k.startswith(("HYDRA_", "SLURM_"))}
+    code, out, err, seconds = run_script(
+        [sys.executable, "-c", "import sys; from launcher.cli import main; "
+         "sys.exit(main())", "run", "--topology", str(topo), "examples/fib.py", "15"],
+        timeout=60, env=env)
+    assert code == 2 and seconds < 30, (out, err)
+    assert f"dac: {topo}: clusters[far].hosts: host '127.0.0.2' resolves but cannot be " \
+           f"reached: its ssh port 127.0.0.2:22 does not answer" in err
+
+
+def test_a_spawn_that_never_returns_ends_the_run_with_a_clear_message(tmp_path):
+    # a launcher that hangs (as ssh to a host that stopped answering does): MPICH's
+    # spawn waits forever; dac's deadline ends the run and everything it started
+    launcher = tmp_path / "hang.sh"
+    pids = tmp_path / "launcher.pid"
+    launcher.write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 300\n")
+    launcher.chmod(0o755)
+    topo = tmp_path / "far.toml"
+    topo.write_text(UNREACHABLE)
+    env = dict(tagged_env("x"), HYDRA_LAUNCHER="ssh", HYDRA_LAUNCHER_EXEC=str(launcher),
+               DAC_SPAWN_TIMEOUT="3")
+    code, out, err, seconds = run_script(
+        [sys.executable, "-c", "import sys; from launcher.cli import main; "
+         "sys.exit(main())", "run", "--topology", str(topo), "examples/fib.py", "15"],
+        timeout=60, env=env)
+    assert code == 1 and seconds < 30, (out, err)
+    assert "dac: starting 2 process(es) on 127.0.0.2 did not finish within 3 s " \
+           "(DAC_SPAWN_TIMEOUT)" in err
+    started = [int(p) for p in pids.read_text().split()]
+    assert started
+    assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in started), 5)
