@@ -10,10 +10,21 @@
 
 from __future__ import annotations
 
+import threading
+
 from .errors import SyncError
 from .future import Future
 
-current = None          # the active context of this process, or None
+
+
+class _State(threading.local):
+    """The active context of this thread, or None: each thread of a program has its
+    own (a serial call in one thread is serial whatever another thread runs)."""
+
+    current = None
+
+
+state = _State()
 
 
 class SerialContext:
@@ -47,15 +58,14 @@ def _values(futures):
 
 def run_serially(sf, args, kwargs, depth: int = 0, use_leaf: bool = False):
     """Call ``sf`` in a serial context and return the plain value."""
-    global current
-    saved = current
-    current = SerialContext(depth)
+    saved = state.current
+    state.current = SerialContext(depth)
     try:
         if use_leaf and sf.leaf is not None:
             return sf.leaf(*args, **kwargs)
         return sf.fn(*args, **kwargs)
     finally:
-        current = saved
+        state.current = saved
 
 
 def sync(*futures):
@@ -65,6 +75,7 @@ def sync(*futures):
     every call spawned so far by the current call and returns None. A spawned call also
     waits for all its children before it returns (an implicit ``sync()``).
     """
+    current = state.current
     if current is None:
         raise SyncError("sync() called outside a spawned call: use it inside a function "
                         "decorated with @dac.spawn")

@@ -100,12 +100,12 @@ class Expansion:
     def run_pass(self, sf, args, kwargs):
         """Run the top call once; returns ``(done, value)``."""
         self.new_tasks = []
-        saved = context.current
-        context.current = self
+        saved = context.state.current
+        context.state.current = self
         try:
             fut = self._call(sf, args, kwargs, (), 0)
         finally:
-            context.current = saved
+            context.state.current = saved
         return fut.done(), (fut.result() if fut.done() else None)
 
     def call(self, sf, args, kwargs) -> Future:

@@ -66,7 +66,7 @@ class SpawnFunction:
         return not isinstance(self._leaf, str)
 
     def __call__(self, *args, **kwargs):
-        ctx = context.current
+        ctx = context.state.current
         if ctx is None:
             return context.run_serially(self, args, kwargs)
         return ctx.call(self, args, kwargs)
