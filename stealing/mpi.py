@@ -139,12 +139,59 @@ def check_usable() -> None:
             f"of that job. Start a new Python process to run again.")
 
 
-def mark_broken(what: str, shm_names=()) -> None:
+def mark_broken(what: str, shm_names=(), since: float | None = None) -> None:
     """A spawned process was lost: remove its job's shared-memory segments, skip
-    ``MPI_Finalize`` at exit, refuse later spawns."""
+    ``MPI_Finalize`` at exit, refuse later spawns.
+
+    Besides the segments the processes reported, those made since ``since`` (the
+    tree's start) that no live process maps any more are the job's too: processes
+    killed while MPI was still starting could not report theirs."""
     if _state["broken"] is None:
         _state["broken"] = what
     unlink_shm(list(shm_names) + own_shm())
+    if since is not None:
+        import time
+        deadline = time.monotonic() + 2.0
+        while _sweep_unused_shm(since) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def _sweep_unused_shm(since: float) -> int:
+    """Remove this user's MPICH segments made after ``since`` that no live process
+    maps; returns how many such files are still mapped (their processes are ending)."""
+    folder, uid = "/dev/shm", os.getuid()
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith("mpich_shm_")]
+    except OSError:
+        return 0
+    fresh = []
+    for n in names:
+        try:
+            st = os.stat(os.path.join(folder, n))
+        except OSError:
+            continue
+        if st.st_uid == uid and st.st_mtime >= since - 1:
+            fresh.append(os.path.join(folder, n))
+    if not fresh:
+        return 0
+    used = _mapped_shm()
+    unlink_shm(p for p in fresh if p not in used)
+    return sum(1 for p in fresh if p in used)
+
+
+def _mapped_shm() -> set:
+    names = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/maps") as f:
+                for line in f:
+                    if "/dev/shm/mpich_shm_" in line:
+                        names.add(line.split()[-1])
+        except OSError:
+            continue
+    return names
 
 
 def own_shm() -> list:

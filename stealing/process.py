@@ -33,11 +33,23 @@ ROLES = {0: "process", 1: "router", 2: "leaf"}
 
 
 class Status:
-    """What the monitor must know if the child dies: written by the child, cheaply."""
+    """What the monitor must know if the child dies: written by the child, cheaply.
+    After the header, the names of the child's MPI shared-memory segments, which a
+    process killed in the middle of a run leaves in ``/dev/shm``."""
+
+    SIZE = 4096
 
     def __init__(self):
-        self.buf = mmap.mmap(-1, _STATUS.size)      # shared (MAP_SHARED) across fork
+        self.buf = mmap.mmap(-1, self.SIZE)         # shared (MAP_SHARED) across fork
         _STATUS.pack_into(self.buf, 0, -1, 0, 0)
+
+    def shm(self, names) -> None:
+        data = "\0".join(names).encode()[: self.SIZE - _STATUS.size - 1]
+        self.buf[_STATUS.size:_STATUS.size + len(data) + 1] = data + b"\0"
+
+    def shm_names(self) -> list:
+        raw = bytes(self.buf[_STATUS.size:]).split(b"\0\0")[0]
+        return [n.decode() for n in raw.split(b"\0") if n]
 
     def task(self, tid: int) -> None:
         struct.pack_into("<q", self.buf, 0, tid)
@@ -86,6 +98,9 @@ def _monitor(child: int, status: Status, run_dir: str | None) -> None:
             os._exit(1)
     code = os.waitstatus_to_exitcode(raw)
     tid, finished, role = status.read()
+    if not finished:
+        from .mpi import unlink_shm
+        unlink_shm(status.shm_names())
     if not finished and run_dir:
         record = {"pid": child, "host": socket.gethostname(), "role": ROLES[role],
                   "code": code, "tid": tid, "time": time.time()}
@@ -163,6 +178,7 @@ def _work(status: Status) -> None:
     if init.get("recursion_limit"):
         sys.setrecursionlimit(max(sys.getrecursionlimit(), init["recursion_limit"]))
     init["shm"] = own_shm()
+    status.shm(init["shm"])
     init["status"] = status
     status.role(init["role"])
     root_pid, root_host = init.get("root_pid"), init.get("root_host")

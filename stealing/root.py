@@ -271,7 +271,7 @@ class RootScheduler:
         _wait_gone(pids, 5.0)
         lost = self.lost
         mark_broken(f"{lost['role']} pid {lost['pid']} on {lost['host']} "
-                    f"({describe_loss(lost)})", node.shm)
+                    f"({describe_loss(lost)})", node.shm, since=self.started_at)
 
     def _stop_tree(self, node, grace: float, timeout: float) -> None:
         node.errors = []

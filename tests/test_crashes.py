@@ -143,3 +143,12 @@ def test_no_spawn_after_a_lost_process_in_the_same_python():
                      r"earlier run lost leaf pid \d+ on \S+ \(exited with code 7\)", out)
     assert rc == 0
     assert_nothing_left(tag, t0)
+
+
+def test_a_crash_in_the_figure_5_4_tree_leaves_no_shared_memory():
+    # 14 leaves under 6 routers, most of them still starting when the task crashes:
+    # their MPI shared-memory segments (12 files, 25 MB per crash before) must go too
+    tag, t0, code, out, err = crash("exit", procs=14, timeout=120)
+    assert "after rc=1" in out, (out, err)
+    assert lost_line(out)["exit_code"] == "7"
+    assert_nothing_left(tag, t0)
