@@ -10,7 +10,7 @@ of its first leaf, so every process sits on a host of its own cluster.
 
 from __future__ import annotations
 
-from stealing.plan import StealParams, TreeNode, _tasks_per_branch, plan_subtree
+from stealing.plan import StealParams, TreeNode, plan_subtree, tasks_per_branch
 
 from .topology import Topology
 
@@ -34,8 +34,9 @@ def plan_topology(topology: Topology, params: StealParams, root_host: str) -> Tr
         return root
     root = TreeNode("root", topology.procs, 0, "root", root_host)
     for c in clusters:
-        sub = plan_subtree(c.procs, params, "router", _tasks_per_branch(c.procs, params),
-                           c.name)
+        tasks = tasks_per_branch(c.procs, params.branches, params.min_procs,
+                                 params.tasks_per_leaf, params.steal_factor)
+        sub = plan_subtree(c.procs, params, "router", tasks, c.name)
         sub.latency_ms = c.latency_ms
         _place(sub, c)
         root.children.append(sub)
