@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
-class DacError(Exception):
-    """Base of dac's own errors."""
+from stealing.errors import DacError    # the base is below dac: see stealing.errors
 
 
 class TaskError(DacError):

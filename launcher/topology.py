@@ -31,7 +31,7 @@ import re
 import socket
 from dataclasses import dataclass, field
 
-from dac.errors import DacError
+from stealing.errors import DacError
 
 TOP_KEYS = ("stealing", "clusters")
 STEALING_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
