@@ -1,5 +1,8 @@
 """What a leaf does with a task: load the job's functions, run the call serially.
 
+The scheduler reaches these functions through ``Executor`` (by reference in a leaf, as
+an object on the root), never by importing this module.
+
 A task payload is ``pickle((task id, function key, depth, args, kwargs))``.
 """
 
@@ -91,3 +94,16 @@ def run_batch_payloads(payloads: list, table: dict) -> list:
         for (tid, _), value in zip(items, values.tolist()):
             out.append((tid, dumps(value, f"the result of {sf.__name__}")))
     return out
+
+
+class Executor:
+    """dac's task executor for the scheduler (``stealing.executor.Executor``): the
+    functions above. Leaves find it by ``REFERENCE``."""
+
+    load_table = staticmethod(load_table)
+    run_task = staticmethod(run_task_payload)
+    run_batch = staticmethod(run_batch_payloads)
+    describe_failure = staticmethod(describe_failure)
+
+
+REFERENCE = "dac.execution:Executor"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from stealing.mpi import MPIBroken, lock
 
+from . import execution
 from .errors import DacError, LostProcessError, SerializationError, TaskError
 from .expansion import choose_depth, function_table
 from .serialize import loads
@@ -205,7 +206,9 @@ class Runtime:
                                                      "remote", "preload",
                                                      "gpu_simulate")}
             settings["prefetch"] = self.options.get("prefetch", True)
-            sched = RootScheduler(self.plan, self.options["params"], settings)
+            settings["executor"] = execution.REFERENCE          # the leaves import it
+            sched = RootScheduler(self.plan, self.options["params"], settings,
+                                  execution.Executor())
             self.scheduler = sched
             try:
                 sched.start()

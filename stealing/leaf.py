@@ -8,6 +8,9 @@ thesis' fixed ``tasks_per_leaf`` (``batch="fixed"``) or, by default, what it sol
 faster host) take bigger batches and per-batch costs stay small against the work.
 A persistent leaf loops over batches; a spawn-per-batch leaf (the thesis' model) solves
 one batch and exits.
+
+What a task is, the leaf does not know: its executor (``stealing.executor``), named in
+INIT, loads the job's functions and runs the tasks.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import traceback
 from collections import deque
 
 from . import protocol as P
+from .executor import load_executor
 from .stats import Meter
 from .waiting import IDLE_SLEEP, MAX_SLEEP
 
@@ -59,12 +63,21 @@ class Leaf:
         self.tasks: deque = deque()
         self.results: list = []
         self.table: dict = {}
+        self.executor_ref = init.get("executor")
+        self._executor = None
         self.requested = False     # a steal request is waiting for its answer
         self.exhausted = False     # the parent said "no more"
         self.failed = False        # a task raised: wait to be stopped
         self.working = False       # got a batch in this job (idle time counts from then)
         self.ready_sent = False
         self.stopped = False
+
+    @property
+    def executor(self):
+        """The task executor INIT names, imported when first needed."""
+        if self._executor is None:
+            self._executor = load_executor(self.executor_ref)
+        return self._executor
 
     def send(self, tag, obj) -> None:
         self.mailbox.send(self.parent, obj, 0, tag)
@@ -93,14 +106,13 @@ class Leaf:
             raise RuntimeError(f"leaf: unexpected {P.NAMES.get(tag, tag)}")
 
     def load_job(self, job) -> None:
-        from dac.execution import load_table
         job_id, entries = job
         if job_id != getattr(self, "job_id", None):
             self.job_id = job_id
             self.meter.reset()
             self.working = self.exhausted = self.requested = False
             self.rate, self.win_tasks, self.win_busy = None, 0, 0.0   # new tasks, new rate
-        self.table.update(load_table(entries))
+        self.table.update(self.executor.load_table(entries))
         if not self.ready_sent:
             self.ready_sent = True
             rec = self.meter.record
@@ -129,12 +141,11 @@ class Leaf:
         self.send(P.RESULTS, (results, self.want, None))
 
     def run_one(self) -> None:
-        from dac.execution import run_task_payload
         tid, payload = self.tasks.popleft()
         self.status.task(tid)
         t0 = time.perf_counter()
         try:
-            tid, blob = run_task_payload(payload, self.table)
+            tid, blob = self.executor.run_task(payload, self.table)
         except Abort:
             raise
         except BaseException as exc:            # noqa: BLE001 - reported to the root
@@ -153,13 +164,12 @@ class Leaf:
 
     def run_batch(self) -> None:
         """A GPU leaf solves everything it holds in one call of the task's gpu_batch."""
-        from dac.execution import run_batch_payloads
         batch = [payload for _, payload in self.tasks]
         self.status.task(self.tasks[0][0])
         self.tasks.clear()
         t0 = time.perf_counter()
         try:
-            results = run_batch_payloads(batch, self.table)
+            results = self.executor.run_batch(batch, self.table)
         except Abort:
             raise
         except BaseException as exc:            # noqa: BLE001 - reported to the root
@@ -174,8 +184,8 @@ class Leaf:
         self.results.extend(results)
 
     def report_error(self, payload, exc) -> None:
-        from dac.execution import describe_failure
-        self.send(P.ERROR, describe_failure(payload, exc, traceback.format_exc()))
+        info = self.executor.describe_failure(payload, exc, traceback.format_exc())
+        self.send(P.ERROR, info)
         self.failed = True
         self.tasks.clear()
         self.results = []

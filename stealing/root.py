@@ -75,10 +75,12 @@ class Root(Node):
 class RootScheduler:
     """Owns the process tree of one ``Runtime``."""
 
-    def __init__(self, plan, params, settings: dict):
+    def __init__(self, plan, params, settings: dict, executor):
         self.plan = plan                   # stealing.plan.TreeNode rooted at the root
         self.params = params
-        self.settings = settings           # leaf_mode, prefetch, remote, batch, batch_s
+        self.settings = settings           # leaf_mode, prefetch, remote, batch, batch_s,
+        #                                    executor (the leaves' reference to it), ...
+        self.executor = executor           # runs tasks here while the leaves start
         self.node = None
         self.job_id = 0
         self.sent_keys: set = set()
@@ -178,15 +180,14 @@ class RootScheduler:
         return node.collected
 
     def _run_here(self, payload, local_table) -> None:
-        from dac.execution import describe_failure, run_task_payload
         rec = self.node.meter.record
         t0 = time.perf_counter()
         _tid, payload = payload
         try:
-            tid, blob = run_task_payload(payload, local_table)
+            tid, blob = self.executor.run_task(payload, local_table)
         except Exception as exc:                            # noqa: BLE001
             import traceback
-            info = describe_failure(payload, exc, traceback.format_exc())
+            info = self.executor.describe_failure(payload, exc, traceback.format_exc())
             info["where"] = "the root, helping while the leaves start"
             raise RootStop(info) from exc
         rec["busy_s"] += time.perf_counter() - t0
