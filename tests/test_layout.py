@@ -1,0 +1,265 @@
+"""The module graph of dac, stealing and launcher (DESIGN §8, "Imports only go down").
+
+``launcher.cli`` → ``dac`` → ``launcher.topology``, ``launcher.placement`` → ``stealing``;
+``stealing`` imports nothing of ``dac`` or ``launcher`` (a leaf learns its task executor
+by reference); no module imports another package's private names; there is no cycle.
+Every import counts, those inside functions too. Read from the source with ``ast``:
+nothing is imported here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("dac", "stealing", "launcher")
+
+# What each layer may import of the three packages (itself included).
+ALLOWED = {
+    "stealing": {"stealing"},
+    "launcher": {"launcher", "stealing"},          # launcher.topology, launcher.placement
+    "dac": {"dac", "launcher", "stealing"},
+    "launcher.cli": {"launcher.cli", "launcher", "dac", "stealing"},
+}
+
+
+def find_modules() -> dict:
+    """``{module name: path}`` of every module of the three packages."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = find_modules()
+
+
+def layer(module: str) -> str:
+    """``launcher.cli`` is a layer of its own, above dac; other modules belong to the
+    layer of their package."""
+    if module == "launcher.cli" or module.startswith("launcher.cli."):
+        return "launcher.cli"
+    return module.split(".")[0]
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def imports(module: str, source: str, is_package: bool = False):
+    """``(imported module, names or None, line)`` for every import in ``source``.
+
+    ``from pkg import sub`` where ``pkg.sub`` is a module is an import of ``pkg.sub``
+    (names None); relative imports are resolved against ``module``.
+    """
+    tree = ast.parse(source)
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[:len(here) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            plain = []
+            for alias in node.names:
+                if f"{target}.{alias.name}" in MODULES:
+                    yield f"{target}.{alias.name}", None, node.lineno
+                else:
+                    plain.append(alias.name)
+            if plain or not node.names:
+                yield target, plain, node.lineno
+
+
+def module_aliases(module: str, source: str, is_package: bool = False) -> dict:
+    """Names bound to modules of the three packages: ``{local name: module}``."""
+    aliases = {}
+    tree = ast.parse(source)
+    here = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    aliases[top] = top
+        elif isinstance(node, ast.ImportFrom):
+            base = here[:len(here) - (node.level - 1)] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                if f"{target}.{alias.name}" in MODULES:
+                    aliases[alias.asname or alias.name] = f"{target}.{alias.name}"
+    return {k: v for k, v in aliases.items() if v.split(".")[0] in PACKAGES}
+
+
+def dotted(node) -> list | None:
+    """``a.b.c`` as ``["a", "b", "c"]``; None for anything but names and attributes."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id] + parts[::-1]
+
+
+def problems(module: str, source: str, is_package: bool = False) -> list:
+    """What ``module`` does against the layout, one line each."""
+    out = []
+    package, allowed = module.split(".")[0], ALLOWED[layer(module)]
+    for target, names, line in imports(module, source, is_package):
+        top = target.split(".")[0]
+        if top not in PACKAGES:
+            continue
+        if layer(target) not in allowed:
+            out.append(f"{module}:{line} imports {target} ({layer(module)} may import "
+                       f"{', '.join(sorted(allowed))})")
+        if top != package:
+            hidden = [p for p in target.split(".") if private(p)]
+            hidden += [n for n in names or () if private(n)]
+            if hidden:
+                out.append(f"{module}:{line} imports private {', '.join(hidden)} of "
+                           f"{target}")
+    # module.attribute uses of another package's private names (rt._x)
+    aliases = module_aliases(module, source, is_package)
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute):
+            continue
+        parts = dotted(node)
+        if not parts or parts[0] not in aliases:
+            continue
+        target = aliases[parts[0]]
+        rest = parts[1:]
+        while rest and f"{target}.{rest[0]}" in MODULES:
+            target, rest = f"{target}.{rest[0]}", rest[1:]
+        if target.split(".")[0] != package and rest and private(rest[0]):
+            out.append(f"{module}:{node.lineno} uses private {rest[0]} of {target}")
+    # importlib.import_module("dac...") and __import__ count as imports too
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.args and \
+                isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, str):
+            func = dotted(node.func) or []
+            if func[-1:] in (["import_module"], ["__import__"]):
+                target = node.args[0].value
+                if target.split(".")[0] in PACKAGES and layer(target) not in allowed:
+                    out.append(f"{module}:{node.lineno} imports {target} dynamically")
+    return list(dict.fromkeys(out))
+
+
+def read(module: str):
+    path = MODULES[module]
+    return module, path.read_text(), path.name == "__init__.py"
+
+
+def graph() -> dict:
+    """``{module: {modules of the three packages it imports}}``."""
+    edges = {}
+    for module in MODULES:
+        targets = set()
+        for target, _, _ in imports(*read(module)):
+            while target and target not in MODULES:      # from pkg.mod import name
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                targets.add(target)
+        edges[module] = targets
+    return edges
+
+
+# --- the three packages -------------------------------------------------------------
+def test_the_packages_are_found():
+    for name in ("dac", "dac.runtime", "dac.execution", "stealing", "stealing.leaf",
+                 "stealing.root", "stealing.executor", "launcher.cli",
+                 "launcher.topology", "launcher.placement"):
+        assert name in MODULES
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_only_go_down_and_no_private_names_cross_packages(module):
+    assert problems(*read(module)) == []
+
+
+def test_the_module_graph_has_no_cycle():
+    edges = graph()
+    state: dict = {}                # 1: on the current path, 2: done
+    path: list = []
+
+    def visit(module):
+        state[module] = 1
+        path.append(module)
+        for target in sorted(edges[module]):
+            if state.get(target) == 1:
+                cycle = path[path.index(target):] + [target]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module)
+
+
+def test_only_launcher_cli_imports_dac_from_launcher():
+    edges = graph()
+    importers = {m for m, targets in edges.items()
+                 if m.startswith("launcher") and any(layer(t) == "dac" for t in targets)}
+    assert importers == {"launcher.cli"}
+
+
+# --- the checker itself finds what it must ------------------------------------------
+@pytest.mark.parametrize("module, source, found", [
+    ("stealing.leaf", "def f():\n    from dac.execution import load_table\n",
+     "stealing.leaf:2 imports dac.execution"),
+    ("stealing.root", "import dac\n", "stealing.root:1 imports dac"),
+    ("launcher.topology", "from dac.errors import DacError\n",
+     "launcher.topology:1 imports dac.errors"),
+    ("launcher.placement", "from launcher import cli\n",
+     "launcher.placement:1 imports launcher.cli"),
+    ("dac.runtime", "import launcher.cli\n", "dac.runtime:1 imports launcher.cli"),
+    ("launcher.placement", "from stealing.plan import _tasks_per_branch\n",
+     "launcher.placement:1 imports private _tasks_per_branch of stealing.plan"),
+    ("launcher.cli", "import dac.runtime as rt\nrt._crowding(1, {})\n",
+     "launcher.cli:2 uses private _crowding of dac.runtime"),
+    ("stealing.leaf", "import importlib\nimportlib.import_module('dac.execution')\n",
+     "stealing.leaf:2 imports dac.execution dynamically"),
+])
+def test_the_checker_finds_a_wrong_import(module, source, found):
+    assert any(p.startswith(found) for p in problems(module, source)), \
+        problems(module, source)
+
+
+def test_the_checker_allows_what_the_layout_allows():
+    assert problems("dac.runtime", "from launcher.placement import plan_topology\n"
+                                   "from stealing.mpi import lock\n") == []
+    assert problems("launcher.cli", "import dac.runtime as rt\nrt.defaults['x'] = 1\n"
+                                    "from launcher.topology import _int\n") == []
+    assert problems("stealing.leaf", "from . import protocol as P\nP.NAMES\n") == []
+
+
+# --- the executor a leaf gets by reference --------------------------------------------
+def test_dac_executor_is_what_the_scheduler_asks_for():
+    from dac import execution
+    from stealing.executor import Executor, load_executor
+    executor = load_executor(execution.REFERENCE)
+    assert isinstance(executor, execution.Executor)
+    assert isinstance(executor, Executor)
+
+
+@pytest.mark.parametrize("reference", [None, "dac.execution", 3])
+def test_a_malformed_executor_reference_is_refused(reference):
+    from stealing.executor import load_executor
+    with pytest.raises(ValueError, match="module:name"):
+        load_executor(reference)
