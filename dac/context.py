@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from .errors import SyncError
+from .errors import SyncError, safe_repr
 from .future import Future
 
 current = None          # the active context of this process, or None
@@ -39,7 +39,7 @@ def _values(futures):
     for f in futures:
         if not isinstance(f, Future):
             raise SyncError(f"sync() takes futures returned by @spawn functions, "
-                            f"got {type(f).__name__} {f!r}")
+                            f"got {type(f).__name__} {safe_repr(f)}")
     if len(futures) == 1:
         return futures[0].result()
     return tuple(f.result() for f in futures)

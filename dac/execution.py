@@ -8,7 +8,9 @@ from __future__ import annotations
 import sys
 
 from . import context
+from .errors import safe_str
 from .serialize import dumps, loads
+from .spawn import Lazy, short_repr
 
 
 def load_table(entries: dict) -> dict:
@@ -34,20 +36,27 @@ def run_task_payload(payload: bytes, table: dict):
     tid, key, depth, args, kwargs = loads(payload)
     sf = table[key]
     value = context.run_serially(sf, args, kwargs, depth, use_leaf=True)
-    return tid, dumps(value, f"the result of {sf.describe(args, kwargs)}")
+    return tid, dumps(value, Lazy("the result of", (sf, args, kwargs)))
 
 
 def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
-    """What the root needs to raise ``TaskError`` for a failed task."""
+    """What the root needs to raise ``TaskError`` for a failed task.
+
+    Nothing here may raise: it runs in the leaf's error path, and an exception whose
+    ``__str__`` or an argument whose ``__repr__`` raises would otherwise kill the leaf
+    and with it the run's report (the traceback module guards itself already).
+    """
     import os
     import socket
     call = "?"
     try:
         _tid, key, _depth, args, kwargs = loads(payload)
-        call = f"{key.split('#')[0]}({', '.join(repr(a)[:40] for a in args)})"
+        parts = [short_repr(a) for a in args] + \
+            [f"{k}={short_repr(v)}" for k, v in kwargs.items()]
+        call = f"{key.split('#')[0]}({', '.join(parts)})"
     except Exception:                                       # noqa: BLE001
         pass
-    return {"type": type(exc).__name__, "message": str(exc), "traceback": tb,
+    return {"type": type(exc).__name__, "message": safe_str(exc), "traceback": tb,
             "task": call, "where": f"leaf pid {os.getpid()} on {socket.gethostname()}"}
 
 

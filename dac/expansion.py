@@ -21,9 +21,10 @@ import pickle
 import traceback
 
 from . import context
-from .errors import DacError, ReplayMismatchError, TaskError
+from .errors import DacError, ReplayMismatchError, TaskError, safe_str
 from .future import Future
 from .serialize import dumps, dumps_function
+from .spawn import Lazy
 
 MAX_AUTO_DEPTH = 48
 
@@ -50,17 +51,6 @@ def _fingerprint(args, kwargs):
     except Exception:                                       # noqa: BLE001
         return None
     return hashlib.blake2b(blob, digest_size=16).digest()
-
-
-class _Lazy:
-    """A message naming a call, formatted only if an error needs it."""
-
-    def __init__(self, what, call):
-        self.what, self.call = what, call
-
-    def __str__(self):
-        sf, args, kwargs = self.call
-        return f"{self.what} {sf.describe(args, kwargs)}"
 
 
 class Frame:
@@ -135,7 +125,7 @@ class Expansion:
             if path not in self.tasks:
                 tid = len(self.tasks)
                 payload = dumps((tid, sf.key, depth, args, kwargs),
-                                _Lazy("an argument of", call))
+                                Lazy("an argument of", call))
                 self._check(path, sf, _fingerprint(args, kwargs), call)
                 task = Task(tid, path, sf, payload, call)
                 self.tasks[path] = task
@@ -158,7 +148,7 @@ class Expansion:
         except DacError:
             raise
         except Exception as exc:
-            raise TaskError(type(exc).__name__, str(exc), traceback.format_exc(),
+            raise TaskError(type(exc).__name__, safe_str(exc), traceback.format_exc(),
                             sf.describe(args, kwargs),
                             "the root, above the spawn depth") from exc
         finally:

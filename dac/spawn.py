@@ -6,6 +6,7 @@ import functools
 import itertools
 
 from . import context
+from .errors import exception_text
 
 _keys = itertools.count()
 
@@ -73,11 +74,26 @@ class SpawnFunction:
 
     def describe(self, args, kwargs) -> str:
         """``name(arg, ...)`` for messages, arguments shortened."""
-        parts = [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
+        parts = [short_repr(a) for a in args] + \
+            [f"{k}={short_repr(v)}" for k, v in kwargs.items()]
         return f"{self.__name__}({', '.join(parts)})"
 
     def __repr__(self) -> str:
         return f"<spawn function {self.__qualname__}>"
+
+
+class Lazy:
+    """A message naming a call, formatted only if an error needs it: describing a
+    call costs a ``repr`` of every argument (a large array's is slow)."""
+
+    __slots__ = ("what", "call")
+
+    def __init__(self, what, call):
+        self.what, self.call = what, call
+
+    def __str__(self):
+        sf, args, kwargs = self.call
+        return f"{self.what} {sf.describe(args, kwargs)}"
 
 
 def _is_reference(value) -> bool:
@@ -98,8 +114,16 @@ def _resolve(reference: str, what: str):
     return obj
 
 
-def _short(value, limit: int = 40) -> str:
-    text = repr(value)
+def short_repr(value, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages naming a call.
+
+    A failing ``repr`` gives a placeholder with its reason, not cut: the message is
+    often about an error already under way, which it must not replace.
+    """
+    try:
+        text = repr(value)
+    except Exception as exc:                                # noqa: BLE001
+        return f"<repr() of a {type(value).__name__} failed: {exception_text(exc)}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -330,6 +330,28 @@ def fails_before_spawning(n):
     raise KeyError(f"no such key {n}")
 
 
+class UnprintableError(ValueError):
+    """An exception whose text cannot be had: ``str()`` of it raises."""
+
+    def __str__(self):
+        raise RuntimeError("no text for this error")
+
+
+class Unrepresentable:
+    """A picklable argument whose ``repr()`` raises."""
+
+    def __repr__(self):
+        raise RuntimeError("no repr for this argument")
+
+
+@spawn(depth=1)
+def fails_unprintably(n, tag=None):
+    """Raises UnprintableError in the call with n == 0 (a task when n > 0)."""
+    if n == 0:
+        raise UnprintableError("lost text")
+    return sync(fails_unprintably(n - 1, tag))
+
+
 @spawn
 def echo(value):
     return value
