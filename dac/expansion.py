@@ -88,12 +88,14 @@ class Expansion:
     def run_pass(self, sf, args, kwargs):
         """Run the top call once; returns ``(done, value)``."""
         self.new_tasks = []
+        context.deeper(context.EXPANSION_FRAMES)      # as deep as plain Python
         saved = context.current
         context.current = self
         try:
             fut = self._call(sf, args, kwargs, (), 0)
         finally:
             context.current = saved
+            context.undeeper()
         return fut.done(), (fut.result() if fut.done() else None)
 
     def call(self, sf, args, kwargs) -> Future:
@@ -106,8 +108,6 @@ class Expansion:
 
     def is_task(self, sf, args, kwargs, depth) -> bool:
         if sf.cutoff is not None:
-            if depth >= MAX_AUTO_DEPTH * 4:
-                return True
             return bool(sf.cutoff(*args, **kwargs) if kwargs else sf.cutoff(*args))
         if sf.depth is not None:
             return depth >= sf.depth

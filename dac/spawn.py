@@ -6,7 +6,9 @@ import functools
 import itertools
 
 from . import context
+from .context import SerialContext
 from .errors import exception_text
+from .future import Future
 
 _keys = itertools.count()
 
@@ -67,7 +69,11 @@ class SpawnFunction:
         return not isinstance(self._leaf, str)
 
     def __call__(self, *args, **kwargs):
+        # The hot path, and one frame per level of the user's recursion in a serial
+        # context: SerialContext.call is inlined here (see context.SERIAL_FRAMES).
         ctx = context.current
+        if ctx.__class__ is SerialContext:
+            return Future(self.fn(*args, **kwargs))
         if ctx is None:
             return context.run_serially(self, args, kwargs)
         return ctx.call(self, args, kwargs)

@@ -153,6 +153,44 @@ def plain_pong(n, memo={}):
     return memo[key]
 
 
+# --- deep linear recursions -------------------------------------------------------------
+@spawn
+def chain(n):
+    """n, by a linear recursion n levels deep."""
+    if n == 0:
+        return 0
+    return sync(chain(n - 1)) + 1
+
+
+def plain_chain(n):
+    return 0 if n == 0 else plain_chain(n - 1) + 1
+
+
+def _at_most_50(n):
+    return n <= 50
+
+
+@spawn(cutoff=_at_most_50)
+def chain_cut(n):
+    """chain whose calls become tasks once n <= 50: chain_cut(300)'s one task is
+    chain_cut(50), 250 levels down."""
+    if n == 0:
+        return 0
+    return sync(chain_cut(n - 1)) + 1
+
+
+def _never(n):
+    return False
+
+
+@spawn(cutoff=_never)
+def chain_uncut(n):
+    """chain whose cutoff never holds: it all runs on the root, as serial code."""
+    if n == 0:
+        return 0
+    return sync(chain_uncut(n - 1)) + 1
+
+
 # --- keyword arguments --------------------------------------------------------------
 @spawn
 def weighted_sum(lo, hi, *, scale=1, offset=0):

@@ -1,5 +1,7 @@
 """Serial elision and the programming model's errors, without any MPI process."""
 
+import sys
+
 import pytest
 
 import dac
@@ -94,6 +96,62 @@ def test_sync_of_several_futures_returns_a_tuple_of_one_future_the_value():
         return one, three
 
     assert parent() == (7, (1, 2, 3))
+
+
+# --- recursion depth ---------------------------------------------------------------------
+def test_a_900_level_recursion_runs_outside_run_as_in_plain_python():
+    assert sys.getrecursionlimit() == 1000
+    assert programs.plain_chain(900) == 900
+    assert programs.chain(900) == 900
+    assert sys.getrecursionlimit() == 1000          # restored after the call
+
+
+def test_a_runaway_recursion_still_raises_recursion_error_and_restores_the_limit():
+    with pytest.raises(RecursionError):
+        programs.chain(10 ** 6)
+    assert sys.getrecursionlimit() == 1000
+    assert dac.context._users == 0
+
+
+def test_the_recursion_limit_is_raised_once_for_nested_and_concurrent_users():
+    from dac import context
+    base = sys.getrecursionlimit()
+    context.deeper(3)
+    raised = sys.getrecursionlimit()
+    assert raised == min(base * 3, max(base, 3 * (context._C_STACK_LEVELS or base)))
+    context.deeper(3)                                # nested, or another thread
+    assert sys.getrecursionlimit() == raised
+    context.undeeper()
+    assert sys.getrecursionlimit() == raised         # one user is left
+    context.undeeper()
+    assert sys.getrecursionlimit() == base
+
+
+def test_a_recursion_limit_set_inside_a_serial_call_is_kept():
+    @spawn
+    def sets_limit(n):
+        sys.setrecursionlimit(n)
+        return sys.getrecursionlimit()
+
+    base = sys.getrecursionlimit()
+    try:
+        assert sets_limit(1500) == 1500
+        assert sys.getrecursionlimit() == 1500
+    finally:
+        sys.setrecursionlimit(base)
+
+
+def test_a_serial_call_in_another_thread_restores_the_limit():
+    import threading
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(programs.chain(300)))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [300] * 4
+    assert sys.getrecursionlimit() == 1000
 
 
 # --- sync and futures misused ---------------------------------------------------------
