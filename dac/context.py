@@ -10,9 +10,10 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
-from .errors import SyncError
+from .errors import SyncError, safe_repr
 from .future import Future
 
 
@@ -26,9 +27,24 @@ class _State(threading.local):
 
 state = _State()
 
+# Interpreter frames (as counted against sys.getrecursionlimit()) one level of the
+# user's recursion costs, where plain Python costs one: the user's frame, then
+# SpawnFunction.__call__ (serial), or __call__, Expansion.call and Expansion._call (on
+# the root, above the spawn depth). Before 3.12 every call made from C (an instance's
+# __call__, a call with *args) counts once more. (CPython 3.12 bounds those calls by a
+# fixed C recursion limit instead, about 500 levels here on 3.12.1, which no setting
+# lifts; 3.13 does not.)
+SERIAL_FRAMES = 2 if sys.version_info >= (3, 12) else 3
+EXPANSION_FRAMES = 4 if sys.version_info >= (3, 12) else 5
+
 
 class SerialContext:
-    """Runs every spawned call at once, in this process."""
+    """Runs every spawned call at once, in this process.
+
+    ``SpawnFunction.__call__`` does what ``call`` does itself, without the extra frame
+    (a serial recursion must go as deep as plain Python's). ``depth`` is the recursion
+    depth where the serial run started: a task's depth on a leaf, 0 outside ``run``.
+    """
 
     __slots__ = ("depth",)
 
@@ -36,11 +52,7 @@ class SerialContext:
         self.depth = depth
 
     def call(self, sf, args, kwargs) -> Future:
-        self.depth += 1
-        try:
-            return Future(sf.fn(*args, **kwargs))
-        finally:
-            self.depth -= 1
+        return Future(sf.fn(*args, **kwargs))
 
     def sync(self, futures):
         return _values(futures)
@@ -50,14 +62,19 @@ def _values(futures):
     for f in futures:
         if not isinstance(f, Future):
             raise SyncError(f"sync() takes futures returned by @spawn functions, "
-                            f"got {type(f).__name__} {f!r}")
+                            f"got {type(f).__name__} {safe_repr(f)}")
     if len(futures) == 1:
         return futures[0].result()
     return tuple(f.result() for f in futures)
 
 
 def run_serially(sf, args, kwargs, depth: int = 0, use_leaf: bool = False):
-    """Call ``sf`` in a serial context and return the plain value."""
+    """Call ``sf`` in a serial context and return the plain value.
+
+    While it runs the recursion limit is raised by ``SERIAL_FRAMES``, so the user's
+    function recurses as deep as it would as plain Python (see ``deeper``).
+    """
+    deeper(SERIAL_FRAMES)
     saved = state.current
     state.current = SerialContext(depth)
     try:
@@ -66,6 +83,68 @@ def run_serially(sf, args, kwargs, depth: int = 0, use_leaf: bool = False):
         return sf.fn(*args, **kwargs)
     finally:
         state.current = saved
+        undeeper()
+
+
+def _c_stack_levels():
+    """How many levels of a recursion through ``SpawnFunction.__call__`` the C stack
+    holds, or None where the interpreter guards its C stack itself (3.12+).
+
+    Before 3.12 such a level also spends C stack (about 1.2 KB: the calls made from
+    C), which plain Python's own frames do not; a limit raised past this would turn a
+    RecursionError into a segmentation fault. 2 KB a level leaves a margin.
+    """
+    if sys.version_info >= (3, 12):
+        return None
+    size = 8 << 20
+    try:
+        import resource
+        soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            size = soft
+    except (ImportError, OSError, ValueError):
+        size = 1 << 20                  # Windows' main thread
+    if threading.stack_size():
+        size = min(size, threading.stack_size())
+    return size // 2048
+
+
+_C_STACK_LEVELS = _c_stack_levels()
+_limit_lock = threading.Lock()
+_users = 0              # deeper() calls not yet undone, all threads
+_base = 0               # the limit found by the first of them, restored by the last
+_raised = 0             # the limit they set
+
+
+def deeper(factor: int) -> None:
+    """Multiply the recursion limit by ``factor`` (frames per level of the user's
+    recursion) until the matching ``undeeper``, as far as the C stack allows.
+
+    The limit is one for the whole interpreter: the first of nested or concurrent
+    users (threads) raises it, the last restores it. A larger factor coming in while
+    it is raised raises it further. A limit the user's code set meanwhile is kept.
+    """
+    global _users, _base, _raised
+    with _limit_lock:
+        limit = sys.getrecursionlimit()
+        if not _users:
+            _base = _raised = limit
+        _users += 1
+        want = _base * factor
+        if _C_STACK_LEVELS is not None and want > _C_STACK_LEVELS * factor:
+            want = max(_base, _C_STACK_LEVELS * factor)
+        if want > _raised and limit == _raised:
+            sys.setrecursionlimit(want)
+            _raised = want
+
+
+def undeeper() -> None:
+    """End one ``deeper``; the last one restores the limit it found."""
+    global _users
+    with _limit_lock:
+        _users -= 1
+        if not _users and sys.getrecursionlimit() == _raised:
+            sys.setrecursionlimit(_base)
 
 
 def sync(*futures):

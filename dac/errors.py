@@ -81,8 +81,9 @@ class SyncError(DacError, RuntimeError):
 def exception_message(exc: BaseException) -> str:
     """``str(exc)``, or what happened when that is empty: a bare ``MemoryError()`` (what
     Python raises when an allocation fails) or ``KeyError()`` would otherwise reach the
-    user as "MemoryError: " and nothing more."""
-    text = str(exc)
+    user as "MemoryError: " and nothing more. A ``__str__`` that raises gives a
+    placeholder (see ``safe_str``)."""
+    text = safe_str(exc)
     if text:
         return text
     name = type(exc).__name__
@@ -142,3 +143,34 @@ def _collapse(frames: list) -> list:
             out += frames[i]
             i += 1
     return out
+
+
+def safe_str(obj, what: str = "the exception") -> str:
+    """``str(obj)``, or a placeholder naming why it failed.
+
+    Used where a message is built for an error already under way (a failed task): a
+    broken ``__str__`` of the user's must neither replace that error nor kill the
+    process reporting it.
+    """
+    try:
+        return str(obj)
+    except Exception as exc:                                # noqa: BLE001
+        return f"<str() of {what} failed: {exception_text(exc)}>"
+
+
+def safe_repr(obj, what: str = "the value") -> str:
+    """``repr(obj)``, or a placeholder naming why it failed (see ``safe_str``)."""
+    try:
+        return repr(obj)
+    except Exception as exc:                                # noqa: BLE001
+        return f"<repr() of {what} failed: {exception_text(exc)}>"
+
+
+def exception_text(exc: BaseException) -> str:
+    """``Type: text`` of an exception raised by a failed ``str()``/``repr()`` (its own
+    text may fail too: then ``?``)."""
+    try:
+        text = str(exc)
+    except Exception:                                       # noqa: BLE001
+        text = "?"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

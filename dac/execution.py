@@ -13,6 +13,7 @@ import sys
 from . import context
 from .errors import exception_message, shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps, loads
+from .spawn import Lazy, short_repr
 
 
 def load_table(entries: dict) -> dict:
@@ -46,18 +47,25 @@ def run_task_payload(payload: bytes, table: dict):
     tid, key, depth, args, kwargs = loads(payload)
     sf = table[key]
     value = context.run_serially(sf, args, kwargs, depth, use_leaf=True)
-    return tid, dumps(value, f"the result of {sf.describe(args, kwargs)}")
+    return tid, dumps(value, Lazy("the result of", (sf, args, kwargs)))
 
 
 def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
     """What the root needs to raise ``TaskError`` for a failed task. Repeated blocks
-    of frames (a deep recursion) are collapsed here, so the message stays small."""
+    of frames (a deep recursion) are collapsed here, so the message stays small.
+
+    Nothing here may raise: it runs in the leaf's error path, and an exception whose
+    ``__str__`` or an argument whose ``__repr__`` raises would otherwise kill the leaf
+    and with it the run's report (the traceback module guards itself already).
+    """
     import os
     import socket
     call = "?"
     try:
         _tid, key, _depth, args, kwargs = loads(payload)
-        call = f"{key.split('#')[0]}({', '.join(repr(a)[:40] for a in args)})"
+        parts = [short_repr(a) for a in args] + \
+            [f"{k}={short_repr(v)}" for k, v in kwargs.items()]
+        call = f"{key.split('#')[0]}({', '.join(parts)})"
     except Exception:                                       # noqa: BLE001
         pass
     return {"type": type(exc).__name__, "message": exception_message(exc),

@@ -24,6 +24,7 @@ from . import context
 from .errors import DacError, ReplayMismatchError, TaskError, exception_message
 from .future import Future
 from .serialize import dumps_function, dumps_payload, script_entry, script_key
+from .spawn import Lazy
 
 MAX_AUTO_DEPTH = 48
 
@@ -50,17 +51,6 @@ def _fingerprint(args, kwargs):
     except Exception:                                       # noqa: BLE001
         return None
     return hashlib.blake2b(blob, digest_size=16).digest()
-
-
-class _Lazy:
-    """A message naming a call, formatted only if an error needs it."""
-
-    def __init__(self, what, call):
-        self.what, self.call = what, call
-
-    def __str__(self):
-        sf, args, kwargs = self.call
-        return f"{self.what} {sf.describe(args, kwargs)}"
 
 
 class Frame:
@@ -100,12 +90,14 @@ class Expansion:
     def run_pass(self, sf, args, kwargs):
         """Run the top call once; returns ``(done, value)``."""
         self.new_tasks = []
+        context.deeper(context.EXPANSION_FRAMES)      # as deep as plain Python
         saved = context.state.current
         context.state.current = self
         try:
             fut = self._call(sf, args, kwargs, (), 0)
         finally:
             context.state.current = saved
+            context.undeeper()
         return fut.done(), (fut.result() if fut.done() else None)
 
     def call(self, sf, args, kwargs) -> Future:
@@ -118,8 +110,6 @@ class Expansion:
 
     def is_task(self, sf, args, kwargs, depth) -> bool:
         if sf.cutoff is not None:
-            if depth >= MAX_AUTO_DEPTH * 4:
-                return True
             return bool(sf.cutoff(*args, **kwargs) if kwargs else sf.cutoff(*args))
         if sf.depth is not None:
             return depth >= sf.depth
@@ -138,7 +128,7 @@ class Expansion:
                 tid = len(self.tasks)
                 fingerprint = _fingerprint(args, kwargs)      # a tuple: scalars
                 payload, script = dumps_payload(
-                    (tid, sf.key, depth, args, kwargs), _Lazy("an argument of", call),
+                    (tid, sf.key, depth, args, kwargs), Lazy("an argument of", call),
                     (*args, *kwargs.values()) if kwargs else args,
                     type(fingerprint) is tuple)
                 self._check(path, sf, fingerprint, call)

@@ -20,7 +20,7 @@ from . import execution
 from .errors import DacError, LostProcessError, SerializationError, TaskError
 from .expansion import choose_depth, function_table
 from .serialize import loads
-from .spawn import SpawnFunction
+from .spawn import as_call
 
 LEAF_MODES = ("persistent", "spawn")
 BATCH_MODES = ("rate", "fixed")
@@ -240,7 +240,8 @@ class Runtime:
 
     # running ----------------------------------------------------------------------
     def run(self, fn, *args, **kwargs):
-        """Run ``fn(*args, **kwargs)`` on the tree and return its value."""
+        """Run ``fn(*args, **kwargs)`` on the tree and return its value; ``fn`` is a
+        ``@spawn`` function or a bound ``@spawn`` method (``obj.method``)."""
         return self.run_report(fn, *args, **kwargs).result
 
     def run_report(self, fn, *args, **kwargs) -> RunReport:
@@ -253,8 +254,7 @@ class Runtime:
             return self._run_report(fn, args, kwargs)
 
     def _run_report(self, fn, args, kwargs) -> RunReport:
-        if not isinstance(fn, SpawnFunction):
-            raise TypeError(f"dac runs functions decorated with @dac.spawn, got {fn!r}")
+        fn, args = as_call(fn, args)          # a bound method: its instance goes first
         t0 = time.perf_counter()
         opts = self.options
         target = self._task_target()

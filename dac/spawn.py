@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
+from types import MethodType
 
 from . import context
+from .context import SerialContext
+from .errors import SerializationError, exception_text
+from .future import Future
+from .serialize import dumps
 
 _keys = itertools.count()
 
@@ -25,11 +31,22 @@ class SpawnFunction:
     ``leaf`` and ``gpu_batch`` may be given as ``"module:function"``: the module is
     imported where the function is first needed (in the leaves), so the root never pays
     for importing numba or CUDA libraries it does not use.
+
+    In a class, a ``@spawn`` function is a method: ``obj.m`` is a bound method whose
+    calls (and ``dac.run(obj.m, ...)``) pass ``obj`` first, so ``obj`` travels to the
+    leaves with every task and must be picklable; ``cutoff``, ``leaf`` and
+    ``gpu_batch`` get it too. ``@staticmethod`` and ``@classmethod`` work above or
+    below ``@spawn``.
     """
 
     def __init__(self, fn, depth=None, cutoff=None, leaf=None, gpu_batch=None):
+        binds = "instance"
+        if isinstance(fn, (staticmethod, classmethod)):    # @spawn above them
+            binds = "nothing" if isinstance(fn, staticmethod) else "class"
+            fn = fn.__func__
         if not callable(fn):
             raise TypeError(f"@spawn decorates a function, got {fn!r}")
+        _refuse_lazy(fn)
         if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
                                   or depth < 0):
             raise ValueError(f"@spawn(depth=...) must be an integer >= 0, got {depth!r}")
@@ -42,6 +59,7 @@ class SpawnFunction:
         if depth is not None and cutoff is not None:
             raise ValueError("@spawn takes depth= or cutoff=, not both")
         self.fn = fn
+        self.binds = binds         # what obj.m passes first: the instance, class, nothing
         self.depth = depth
         self.cutoff = cutoff
         self._leaf = leaf
@@ -66,18 +84,91 @@ class SpawnFunction:
         return not isinstance(self._leaf, str)
 
     def __call__(self, *args, **kwargs):
+        # The hot path, and one frame per level of the user's recursion in a serial
+        # context: SerialContext.call is inlined here (see context.SERIAL_FRAMES).
         ctx = context.state.current
+        if ctx.__class__ is SerialContext:
+            return Future(self.fn(*args, **kwargs))
         if ctx is None:
             return context.run_serially(self, args, kwargs)
         return ctx.call(self, args, kwargs)
 
+    def __get__(self, obj, owner=None):
+        """``obj.m``: a bound method passing ``obj`` first, as for a plain function in
+        a class, and ``Class.m`` the spawn function itself; a class method passes the
+        class first, a static method nothing."""
+        if self.binds == "instance":
+            return self if obj is None else MethodType(self, obj)
+        if self.binds == "class":
+            return MethodType(self, owner if owner is not None else type(obj))
+        return self
+
     def describe(self, args, kwargs) -> str:
         """``name(arg, ...)`` for messages, arguments shortened."""
-        parts = [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
+        parts = [short_repr(a) for a in args] + \
+            [f"{k}={short_repr(v)}" for k, v in kwargs.items()]
         return f"{self.__name__}({', '.join(parts)})"
 
     def __repr__(self) -> str:
         return f"<spawn function {self.__qualname__}>"
+
+
+class Lazy:
+    """A message naming a call, formatted only if an error needs it: describing a
+    call costs a ``repr`` of every argument (a large array's is slow)."""
+
+    __slots__ = ("what", "call")
+
+    def __init__(self, what, call):
+        self.what, self.call = what, call
+
+    def __str__(self):
+        sf, args, kwargs = self.call
+        return f"{self.what} {sf.describe(args, kwargs)}"
+
+
+def _refuse_lazy(fn) -> None:
+    """Refuse generator and async functions: a call returns a generator or a coroutine
+    at once, before the body has run, and dac would take that as the value (a
+    coroutine never awaited, a generator that cannot travel)."""
+    if inspect.isasyncgenfunction(fn):
+        what, gives, fix = ("an async generator function", "an async generator",
+                            "use def and return a list")
+    elif inspect.iscoroutinefunction(fn):
+        what, gives, fix = ("an async function", "a coroutine",
+                            "use def, not async def: dac never awaits")
+    elif inspect.isgeneratorfunction(fn):
+        what, gives, fix = ("a generator function", "a generator",
+                            "return a list instead of yielding")
+    else:
+        return
+    raise TypeError(f"@spawn cannot decorate {getattr(fn, '__qualname__', fn)!s}: it is "
+                    f"{what}, so a call returns {gives} before its body runs, and "
+                    f"dac needs a plain function that returns its value ({fix})")
+
+
+def as_call(fn, args: tuple):
+    """``(SpawnFunction, args)`` for the function given to ``run``: a bound ``@spawn``
+    method becomes its function with the instance (or class) as first argument.
+
+    The instance travels to the leaves with every task: it is pickled here once, to
+    fail before anything is spawned and say why if it cannot be.
+    """
+    if isinstance(fn, MethodType) and isinstance(fn.__func__, SpawnFunction):
+        sf, bound = fn.__func__, fn.__self__
+        try:
+            dumps(bound, "it")
+        except SerializationError as exc:
+            raise SerializationError(
+                f"{sf.__qualname__} is bound to {short_repr(bound)}, which goes to the "
+                f"leaves as the method's first argument with every task, and it cannot "
+                f"be pickled: {exception_text(exc.__cause__)}; make it picklable "
+                f"(e.g. with __getstate__) or pass what the method needs as arguments"
+            ) from exc.__cause__
+        return sf, (bound, *args)
+    if not isinstance(fn, SpawnFunction):
+        raise TypeError(f"dac runs functions decorated with @dac.spawn, got {fn!r}")
+    return fn, args
 
 
 def _is_reference(value) -> bool:
@@ -98,8 +189,16 @@ def _resolve(reference: str, what: str):
     return obj
 
 
-def _short(value, limit: int = 40) -> str:
-    text = repr(value)
+def short_repr(value, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages naming a call.
+
+    A failing ``repr`` gives a placeholder with its reason, not cut: the message is
+    often about an error already under way, which it must not replace.
+    """
+    try:
+        text = repr(value)
+    except Exception as exc:                                # noqa: BLE001
+        return f"<repr() of a {type(value).__name__} failed: {exception_text(exc)}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

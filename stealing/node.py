@@ -103,7 +103,12 @@ class Node:
             self.mailbox.set_delay(comm, kid["latency_ms"] / 1000.0)
         self.send(comm, rank, P.INIT, init)
 
+    def before_spawn(self) -> None:
+        """Called before each spawn of a run under way (the root looks for a lost
+        process first: MPI cannot start processes for a job that lost one)."""
+
     def _spawn_one_shot(self, child: Child) -> None:
+        self.before_spawn()
         comm = spawn(self.MPI, 1, _spawn_host(child.spec.get("host")),
                      self.config.get("run_dir"))
         self.meter.record["spawns"] += 1

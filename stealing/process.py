@@ -27,6 +27,8 @@ import struct
 import sys
 import time
 
+from .losses import lost_record_path
+
 # the child's status, shared with the monitor: current task id, finished flag, role
 _STATUS = struct.Struct("<qBB")
 ROLES = {0: "process", 1: "router", 2: "leaf"}
@@ -62,27 +64,6 @@ class Status:
 
     def read(self):
         return _STATUS.unpack_from(self.buf, 0)
-
-
-def lost_record_path(run_dir: str, pid: int) -> str:
-    return os.path.join(run_dir, f"lost-{pid}.json")
-
-
-def read_lost_records(run_dir: str) -> list:
-    """The records monitors wrote in ``run_dir``, earliest first."""
-    out = []
-    try:
-        names = [n for n in os.listdir(run_dir) if n.startswith("lost-")
-                 and n.endswith(".json")]
-    except OSError:
-        return out
-    for name in names:
-        try:
-            with open(os.path.join(run_dir, name)) as f:
-                out.append(json.load(f))
-        except (OSError, ValueError):
-            continue
-    return sorted(out, key=lambda r: r["time"])
 
 
 def _monitor(child: int, status: Status, run_dir: str | None) -> None:

@@ -14,9 +14,9 @@ import sys
 import time
 
 from . import protocol as P
-from .mpi import init_mpi, lock, mark_broken  # noqa: F401  (init_mpi: for callers)
+from .mpi import init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
 from .node import Node
-from .process import read_lost_records
+from .losses import describe_loss, make_run_dir, read_lost_records
 from .stats import Meter
 
 LOST_CHECK_S = 0.2      # how often a waiting root looks for lost processes
@@ -29,20 +29,6 @@ class RootStop(Exception):
     def __init__(self, info: dict):
         super().__init__(info.get("message", ""))
         self.info = info
-
-
-def describe_loss(record: dict) -> str:
-    """How a process ended, in words: ``killed by signal 11 (SIGSEGV)``."""
-    code = record["code"]
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = "?"
-        return f"killed by signal {-code} ({name})"
-    if code == 0:
-        return "exited with code 0 before the run ended"
-    return f"exited with code {code}"
 
 
 class Root(Node):
@@ -91,11 +77,10 @@ class RootScheduler:
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
-        import tempfile
         MPI = init_mpi()
         from .waiting import Mailbox
         self.started_at = time.time()
-        self.run_dir = tempfile.mkdtemp(prefix=f"dac-run-{os.getpid()}-")
+        self.run_dir = make_run_dir()
         params = self.params
         config = {
             "params": {"branches": params.branches, "min_procs": params.min_procs,
@@ -115,6 +100,7 @@ class RootScheduler:
         node.leaf_slots = len(self.plan.leaves())
         node.stats_done = False
         self.node = node
+        node.before_spawn = self._check_lost_now
         node.spawn_children(self.plan.to_dict())
 
     @property

@@ -40,7 +40,7 @@ def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None):
         info.Set("host", host)
     info.Set("wdir", os.getcwd())
     errcodes = []
-    deadline = _Deadline(count, host)
+    deadline = _Deadline(count, host, run_dir)
     try:
         comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
                                    root=0, errcodes=errcodes)
@@ -64,33 +64,52 @@ def spawn_timeout() -> float:
 
 
 class _Deadline:
-    """Ends this process if a spawn does not return in time.
+    """Ends this process if a spawn cannot return.
 
     ``MPI_Comm_spawn`` cannot be interrupted: when the process manager fails to start
-    processes (a host that stopped answering, a launcher that hangs, a process
-    manager that died), MPICH waits forever, spinning. A timer thread then says what
-    failed, ends the process manager dac started and the processes it spawned, and
-    exits with status 1: a clear end instead of a silent hang.
+    processes (a host that stopped answering, a launcher that hangs) or is ending the
+    job because a process of it died, MPICH waits forever, spinning. A watcher thread
+    then says what failed, ends the process manager dac started and the processes it
+    spawned, and exits with status 1: a clear end instead of a silent hang.
     """
 
-    def __init__(self, count: int, host):
+    POLL_S = 0.2
+
+    def __init__(self, count: int, host, run_dir):
         import threading
-        self.count, self.host = count, host or "this machine"
+        self.count, self.host, self.run_dir = count, host or "this machine", run_dir
         self.seconds = spawn_timeout()
-        self.timer = threading.Timer(self.seconds, self.expire)
-        self.timer.daemon = True
-        self.timer.start()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True,
+                                       name="dac-spawn-deadline")
+        self.thread.start()
 
     def cancel(self) -> None:
-        self.timer.cancel()
+        self.done.set()
 
-    def expire(self) -> None:
+    def watch(self) -> None:
+        import time
+        from .losses import describe_loss, read_lost_records
+        end = time.monotonic() + self.seconds
+        while not self.done.wait(self.POLL_S):
+            lost = read_lost_records(self.run_dir) if self.run_dir else []
+            if lost:
+                r = lost[0]
+                self.expire(f"the run lost a process while starting {self.count} more "
+                            f"on {self.host}: {r['role']} pid {r['pid']} on {r['host']} "
+                            f"{describe_loss(r)}, and MPI cannot start processes for "
+                            f"this job any more")
+            if time.monotonic() > end:
+                self.expire(f"starting {self.count} process(es) on {self.host} did not "
+                            f"finish within {self.seconds:.0f} s (DAC_SPAWN_TIMEOUT): "
+                            f"MPI could not start them there (is the host up, and "
+                            f"reachable by the MPI launcher?)")
+
+    def expire(self, why: str) -> None:
         import signal
-        sys.stderr.write(
-            f"dac: starting {self.count} process(es) on {self.host} did not finish "
-            f"within {self.seconds:.0f} s (DAC_SPAWN_TIMEOUT): MPI could not start "
-            f"them there (is the host up, and reachable by the MPI launcher?). Ending "
-            f"the run (pid {os.getpid()}).\n")
+        if self.done.is_set():
+            return
+        sys.stderr.write(f"dac: {why}. Ending the run (pid {os.getpid()}).\n")
         sys.stderr.flush()
         from .mpi import own_shm, unlink_shm
         for pid in _descendants(_own_process_managers()):
@@ -99,6 +118,9 @@ class _Deadline:
             except OSError:
                 pass
         unlink_shm(own_shm())
+        if self.run_dir and os.path.basename(self.run_dir).startswith(f"{os.getpid()}-"):
+            import shutil
+            shutil.rmtree(self.run_dir, ignore_errors=True)
         os._exit(1)
 
 

@@ -14,6 +14,7 @@ import uuid
 TAG_VAR = "DAC_TEST_TAG"
 SESSION_TAG = os.environ.setdefault(TAG_VAR, f"dac-tests-{uuid.uuid4().hex[:12]}")
 MARKER = "stealing.process"
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _read(path: str) -> bytes:
@@ -79,8 +80,14 @@ def new_tag() -> str:
 
 
 def tagged_env(tag: str) -> dict:
+    """The environment of a launched process: the tag, and this checkout first on
+    ``PYTHONPATH``. A script's ``sys.path`` starts with its own folder, so without it
+    ``import dac`` found the installed copy (an editable install of another checkout)
+    and the test checked that code, not this one."""
     env = dict(os.environ)
     env[TAG_VAR] = tag
+    env["PYTHONPATH"] = os.pathsep.join(
+        [CHECKOUT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
 
 

@@ -153,6 +153,114 @@ def plain_pong(n, memo={}):
     return memo[key]
 
 
+# --- deep linear recursions -------------------------------------------------------------
+@spawn
+def chain(n):
+    """n, by a linear recursion n levels deep."""
+    if n == 0:
+        return 0
+    return sync(chain(n - 1)) + 1
+
+
+def plain_chain(n):
+    return 0 if n == 0 else plain_chain(n - 1) + 1
+
+
+def _at_most_50(n):
+    return n <= 50
+
+
+@spawn(cutoff=_at_most_50)
+def chain_cut(n):
+    """chain whose calls become tasks once n <= 50: chain_cut(300)'s one task is
+    chain_cut(50), 250 levels down."""
+    if n == 0:
+        return 0
+    return sync(chain_cut(n - 1)) + 1
+
+
+def _never(n):
+    return False
+
+
+@spawn(cutoff=_never)
+def chain_uncut(n):
+    """chain whose cutoff never holds: it all runs on the root, as serial code."""
+    if n == 0:
+        return 0
+    return sync(chain_uncut(n - 1)) + 1
+
+
+# --- methods ------------------------------------------------------------------------------
+class Fibber:
+    """fib(n) * scale by @spawn methods: the instance goes first in every call and
+    travels with every task."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    @spawn
+    def fib(self, n):
+        if n < 2:
+            return self.scale * n
+        a, b = sync(self.fib(n - 1), self.fib(n - 2))
+        return a + b
+
+    @spawn
+    def total(self, values):
+        """scale * sum(values), by halving, children called with a keyword."""
+        if len(values) <= 2:
+            return self.scale * sum(values)
+        mid = len(values) // 2
+        return sum(sync(self.total(values[:mid]), self.total(values=values[mid:])))
+
+    @staticmethod
+    @spawn
+    def static_fib(n):                       # @staticmethod above @spawn
+        if n < 2:
+            return n
+        a, b = sync(Fibber.static_fib(n - 1), Fibber.static_fib(n - 2))
+        return a + b
+
+    @spawn
+    @staticmethod
+    def static_sum(lo, hi):                  # @spawn above @staticmethod
+        if hi - lo <= 2:
+            return sum(range(lo, hi))
+        mid = (lo + hi) // 2
+        return sum(sync(Fibber.static_sum(lo, mid), Fibber.static_sum(mid, hi)))
+
+    @classmethod
+    @spawn
+    def class_sum(cls, lo, hi):              # @classmethod above @spawn
+        if hi - lo <= 2:
+            return (cls.__name__, sum(range(lo, hi)))
+        mid = (lo + hi) // 2
+        (name, a), (_, b) = sync(cls.class_sum(lo, mid), cls.class_sum(mid, hi))
+        return (name, a + b)
+
+    @spawn
+    @classmethod
+    def class_count(cls, n):                 # @spawn above @classmethod
+        if n == 0:
+            return (cls.__name__, 0)
+        name, k = sync(cls.class_count(n - 1))
+        return (name, k + 1)
+
+
+class SubFibber(Fibber):
+    pass
+
+
+class LockedFibber(Fibber):
+    """A Fibber holding a lock: it cannot travel to the leaves."""
+
+    def __init__(self, scale):
+        import threading
+        super().__init__(scale)
+        self.lock = threading.Lock()
+
+
 # --- keyword arguments --------------------------------------------------------------
 @spawn
 def weighted_sum(lo, hi, *, scale=1, offset=0):
@@ -328,6 +436,28 @@ def fails_at_top(n):
 @spawn
 def fails_before_spawning(n):
     raise KeyError(f"no such key {n}")
+
+
+class UnprintableError(ValueError):
+    """An exception whose text cannot be had: ``str()`` of it raises."""
+
+    def __str__(self):
+        raise RuntimeError("no text for this error")
+
+
+class Unrepresentable:
+    """A picklable argument whose ``repr()`` raises."""
+
+    def __repr__(self):
+        raise RuntimeError("no repr for this argument")
+
+
+@spawn(depth=1)
+def fails_unprintably(n, tag=None):
+    """Raises UnprintableError in the call with n == 0 (a task when n > 0)."""
+    if n == 0:
+        raise UnprintableError("lost text")
+    return sync(fails_unprintably(n - 1, tag))
 
 
 @spawn

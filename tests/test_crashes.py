@@ -72,7 +72,12 @@ def test_a_segfault_in_native_code_is_reported_with_its_signal():
 def test_a_crash_in_a_spawn_per_batch_leaf():
     tag, t0, code, out, err = crash("exit", mode="spawn")
     assert "after rc=1" in out, (out, err)
-    assert lost_line(out)["exit_code"] == "7"
+    if "lost:" in out:
+        assert lost_line(out)["exit_code"] == "7"
+    else:       # the loss came while the root was starting the next leaf, which MPI
+        # can no longer do: the root ends with a message instead of the exception
+        assert re.search(r"dac: the run lost a process while starting 1 more on this "
+                         r"machine: leaf pid \d+ on \S+ exited with code 7", err), err
     assert_nothing_left(tag, t0)
 
 

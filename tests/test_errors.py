@@ -117,6 +117,73 @@ def test_unpicklable_result_of_a_task():
     assert "cannot be pickled" in info.value.message
 
 
+# --- exceptions and arguments that cannot be printed ------------------------------------
+UNPRINTABLE = "<str() of the exception failed: RuntimeError: no text for this error>"
+UNREPRESENTABLE = ("<repr() of a Unrepresentable failed: RuntimeError: no repr for this "
+                   "argument>")
+
+
+@pytest.mark.parametrize("root_helps", [False, True])
+def test_an_exception_whose_str_raises_in_a_task_is_a_task_error(root_helps):
+    # without root_helps the leaf runs the task; with it, maybe the root (_run_here)
+    with pytest.raises(TaskError) as info:
+        dac.run(programs.fails_unprintably, 1, procs=1, root_helps=root_helps)
+    err = info.value
+    assert err.type_name == "UnprintableError"
+    assert err.message == UNPRINTABLE
+    assert err.task == "fails_unprintably(0, None)"
+    if not root_helps:
+        assert err.where.startswith("leaf pid ")
+    assert 'raise UnprintableError("lost text")' in err.remote_traceback
+    assert f"task fails_unprintably(0, None) raised UnprintableError: {UNPRINTABLE}" \
+        in str(err)
+    assert wait_for_no_processes(timeout=5) == {}
+
+
+def test_an_argument_whose_repr_raises_is_named_by_a_placeholder_in_a_leaf():
+    with pytest.raises(TaskError) as info:
+        dac.run(programs.fails_unprintably, 1, programs.Unrepresentable(), procs=1,
+                root_helps=False)
+    assert info.value.type_name == "UnprintableError"
+    assert info.value.task == f"fails_unprintably(0, {UNREPRESENTABLE})"
+    assert wait_for_no_processes(timeout=5) == {}
+
+
+def test_an_unprintable_exception_above_the_spawn_depth(no_spawning):
+    with pytest.raises(TaskError) as info:
+        dac.run(programs.fails_unprintably, 0, programs.Unrepresentable(), procs=1)
+    err = info.value
+    assert err.type_name == "UnprintableError"
+    assert err.message == UNPRINTABLE
+    assert err.task == f"fails_unprintably(0, {UNREPRESENTABLE})"
+    assert err.where == "the root, above the spawn depth"
+
+
+def test_a_task_whose_argument_repr_raises_succeeds():
+    # a leaf must not describe a call (repr of its arguments) unless it failed
+    value = dac.run(programs.pass_to_child, programs.Unrepresentable(), procs=1, depth=1,
+                    root_helps=False)
+    assert type(value) is programs.Unrepresentable
+
+
+def test_describe_failure_survives_unprintable_exceptions_and_arguments():
+    from dac.execution import describe_failure
+    from dac.serialize import dumps
+    payload = dumps((7, "fails_unprintably#3", 1, (0, programs.Unrepresentable()),
+                     {"tag": programs.Unrepresentable()}), "a test payload")
+    info = describe_failure(payload, programs.UnprintableError("x"), "tb text")
+    assert info["type"] == "UnprintableError"
+    assert info["message"] == UNPRINTABLE
+    assert info["task"] == f"fails_unprintably(0, {UNREPRESENTABLE}, tag={UNREPRESENTABLE})"
+    assert info["traceback"] == "tb text"
+
+
+def test_sync_of_a_non_future_whose_repr_raises_is_a_sync_error(no_spawning):
+    with pytest.raises(dac.SyncError, match="got Unrepresentable <repr\\(\\) of the value "
+                                            "failed: RuntimeError: no repr"):
+        programs.sync_non_future(programs.Unrepresentable())
+
+
 # --- misuse of futures inside a run --------------------------------------------------------
 def test_result_of_a_pending_future_inside_a_run(no_spawning):
     with pytest.raises(dac.SyncError, match=r"fib\(20\) is not known yet"):

@@ -55,6 +55,48 @@ def test_run_option_depth_sets_the_spawn_depth():
     assert report.stats["tasks"] == programs.fib_calls_at_depth(20, 4) == 16
 
 
+# --- methods ------------------------------------------------------------------------------
+def test_a_method_runs_on_two_leaves():
+    report = dac.run_report(programs.Fibber(3).fib, 20, procs=2)
+    assert report.result == 3 * 6765
+    assert report.stats["tasks"] > 0 and report.stats["spawns"] == 2
+    leaves = [p for p in report.stats["processes"] if p["role"] == "leaf"]
+    assert len(leaves) == 2
+
+
+def test_methods_static_and_class_methods_on_a_runtime(rt):
+    f = programs.Fibber(2)
+    assert rt.run(f.total, list(range(100))) == 2 * 4950
+    assert rt.run(programs.Fibber.fib, f, 18) == 2 * 2584       # self given explicitly
+    assert rt.run(programs.Fibber.static_fib, 18) == 2584
+    assert rt.run(f.static_sum, 0, 300) == sum(range(300))
+    assert rt.run(programs.SubFibber.class_sum, 0, 300) == ("SubFibber", sum(range(300)))
+    report = rt.run_report(programs.SubFibber(1).class_count, 40)     # a linear chain
+    assert report.result == ("SubFibber", 40) and report.stats["tasks"] == 1
+
+
+# --- deep recursions ---------------------------------------------------------------------
+def test_a_task_recursing_900_levels_deep_runs_in_a_leaf():
+    # depth=1: the root runs chain(901), its one task chain(900) recurses in the leaf
+    report = dac.run_report(programs.chain, 901, procs=1, depth=1, root_helps=False)
+    assert report.result == 901
+    assert (report.stats["tasks"], report.stats["depth"]) == (1, 1)
+    assert [p["tasks"] for p in report.stats["processes"] if p["role"] == "leaf"] == [1]
+
+
+def test_a_cutoff_first_holding_250_levels_down_is_respected():
+    report = dac.run_report(programs.chain_cut, 300, procs=1)
+    assert report.result == 300
+    assert report.stats["tasks"] == 1
+    assert report.stats["depth"] == 250             # the task is chain_cut(50)
+
+
+def test_a_cutoff_that_never_holds_runs_on_the_root_like_serial_code(no_spawning):
+    report = dac.run_report(programs.chain_uncut, 700, procs=1)
+    assert report.result == 700
+    assert (report.stats["tasks"], report.stats["rounds"]) == (0, 0)
+
+
 # --- one Runtime, many runs ---------------------------------------------------------------
 @pytest.mark.parametrize("n", range(1, 15))
 def test_nqueens_counts(rt, n):

@@ -1,5 +1,8 @@
 """Serial elision and the programming model's errors, without any MPI process."""
 
+import sys
+from types import MethodType
+
 import pytest
 
 import dac
@@ -94,6 +97,167 @@ def test_sync_of_several_futures_returns_a_tuple_of_one_future_the_value():
         return one, three
 
     assert parent() == (7, (1, 2, 3))
+
+
+# --- recursion depth ---------------------------------------------------------------------
+def test_a_900_level_recursion_runs_outside_run_as_in_plain_python():
+    assert sys.getrecursionlimit() == 1000
+    assert programs.plain_chain(900) == 900
+    assert programs.chain(900) == 900
+    assert sys.getrecursionlimit() == 1000          # restored after the call
+
+
+def test_a_runaway_recursion_still_raises_recursion_error_and_restores_the_limit():
+    with pytest.raises(RecursionError):
+        programs.chain(10 ** 6)
+    assert sys.getrecursionlimit() == 1000
+    assert dac.context._users == 0
+
+
+def test_the_recursion_limit_is_raised_once_for_nested_and_concurrent_users():
+    from dac import context
+    base = sys.getrecursionlimit()
+    context.deeper(3)
+    raised = sys.getrecursionlimit()
+    assert raised == min(base * 3, max(base, 3 * (context._C_STACK_LEVELS or base)))
+    context.deeper(3)                                # nested, or another thread
+    assert sys.getrecursionlimit() == raised
+    context.undeeper()
+    assert sys.getrecursionlimit() == raised         # one user is left
+    context.undeeper()
+    assert sys.getrecursionlimit() == base
+
+
+def test_a_recursion_limit_set_inside_a_serial_call_is_kept():
+    @spawn
+    def sets_limit(n):
+        sys.setrecursionlimit(n)
+        return sys.getrecursionlimit()
+
+    base = sys.getrecursionlimit()
+    try:
+        assert sets_limit(1500) == 1500
+        assert sys.getrecursionlimit() == 1500
+    finally:
+        sys.setrecursionlimit(base)
+
+
+def test_a_serial_call_in_another_thread_restores_the_limit():
+    import threading
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(programs.chain(300)))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [300] * 4
+    assert sys.getrecursionlimit() == 1000
+
+
+# --- what @spawn accepts: methods, static and class methods; not generators or async --
+def test_a_spawn_method_runs_serially_bound_to_its_instance():
+    f = programs.Fibber(3)
+    assert f.fib(10) == 3 * 55
+    assert programs.Fibber.fib(f, 10) == 3 * 55         # through the class: explicit self
+    assert f.total(list(range(10))) == 3 * 45
+    assert isinstance(f.fib, MethodType) and f.fib.__self__ is f
+    assert f.fib.__func__ is programs.Fibber.fib
+    assert f.fib.depth is None and f.fib.__name__ == "fib"     # options read through
+    assert repr(programs.Fibber.fib) == "<spawn function Fibber.fib>"
+
+
+def test_a_spawn_method_call_returns_a_done_future_inside_a_computation():
+    seen = []
+
+    class Tree:
+        def __init__(self, k):
+            self.k = k
+
+        @spawn
+        def child(self, x):
+            return self.k * x
+
+        @spawn
+        def parent(self, x):
+            f = self.child(x)
+            seen.append(f)
+            return sync(f) + 1
+
+    assert Tree(5).parent(4) == 21
+    assert isinstance(seen[0], Future) and seen[0].result() == 20
+
+
+def test_a_spawn_method_recurses_as_deep_as_plain_python():
+    class Chain:
+        @spawn
+        def down(self, n):
+            return 0 if n == 0 else sync(self.down(n - 1)) + 1
+
+    assert Chain().down(900) == 900
+
+
+def test_static_and_class_methods_with_spawn_in_either_order():
+    f, sub = programs.Fibber(2), programs.SubFibber(2)
+    assert programs.Fibber.static_fib(15) == f.static_fib(15) == 610
+    assert programs.Fibber.static_sum(0, 20) == f.static_sum(0, 20) == 190
+    assert programs.Fibber.class_sum(0, 20) == f.class_sum(0, 20) == ("Fibber", 190)
+    assert programs.SubFibber.class_sum(0, 8) == sub.class_sum(0, 8) == ("SubFibber", 28)
+    assert programs.Fibber.class_count(6) == ("Fibber", 6)
+    assert sub.class_count(6) == ("SubFibber", 6)
+
+
+def _gen(n):
+    yield n
+
+
+async def _coro(n):
+    return n
+
+
+async def _agen(n):
+    yield n
+
+
+@pytest.mark.parametrize("fn, what, gives", [
+    (_gen, "a generator function", "a generator"),
+    (_coro, "an async function", "a coroutine"),
+    (_agen, "an async generator function", "an async generator"),
+], ids=["generator", "async", "async-generator"])
+def test_generator_and_async_functions_are_refused_at_decoration(fn, what, gives):
+    text = (f"@spawn cannot decorate {fn.__qualname__}: it is {what}, so a call returns "
+            f"{gives} before its body runs, and dac needs a plain function that "
+            f"returns its value")
+    with pytest.raises(TypeError) as info:
+        spawn(fn)
+    assert str(info.value).startswith(text)
+    with pytest.raises(TypeError, match="dac needs a plain function"):
+        spawn(depth=2)(staticmethod(fn))
+
+
+def test_run_accepts_a_bound_method_without_spawning_when_no_task_is_made(no_spawning):
+    # depth 30 is below the whole recursion: it all runs on the root
+    assert dac.run(programs.Fibber(4).fib, 12, procs=1, depth=30) == 4 * 144
+    assert dac.run(programs.Fibber.class_count, 5, procs=1, depth=30) == ("Fibber", 5)
+
+
+def test_run_of_a_method_bound_to_an_unpicklable_instance_says_so(no_spawning):
+    with pytest.raises(dac.SerializationError) as info:
+        dac.run(programs.LockedFibber(1).fib, 12, procs=1)
+    text = str(info.value)
+    assert text.startswith("Fibber.fib is bound to <programs.LockedFibber object at ")
+    assert ("which goes to the leaves as the method's first argument with every task, "
+            "and it cannot be pickled: TypeError: cannot pickle '_thread.lock' object"
+            ) in text
+
+
+def test_run_rejects_a_method_that_is_not_a_spawn_function(no_spawning):
+    class Plain:
+        def m(self, n):
+            return n
+
+    with pytest.raises(TypeError, match="decorated with @dac.spawn, got <bound method"):
+        dac.run(Plain().m, 3, procs=1)
 
 
 # --- sync and futures misused ---------------------------------------------------------
