@@ -167,8 +167,10 @@ def count_sequential(tree: Tree) -> tuple[int, int]:
 @dac.spawn
 def uts(tree: Tree, state: bytes, depth: int) -> tuple[int, int]:
     """(nodes, deepest depth) of the subtree under one node: one spawn per child."""
-    children = [uts(tree, rng_spawn(state, i), depth + 1)
-                for i in range(tree.num_children(state, depth))]
+    n = tree.num_children(state, depth)
+    if n == 0:
+        return 1, depth              # a leaf (most nodes): nothing to spawn or wait for
+    children = [uts(tree, rng_spawn(state, i), depth + 1) for i in range(n)]
     dac.sync()
     nodes, deepest = 1, depth
     for f in children:
