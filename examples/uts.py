@@ -224,7 +224,8 @@ def main(argv=None) -> int:
         nodes, deepest = count_sequential(tree)
         seconds = time.perf_counter() - t0
         print(f"{args.tree}: {nodes} nodes, depth {deepest} in {seconds:.3f} s "
-              f"(sequential loop, {nodes / seconds:,.0f} nodes/s) {check(tree, nodes, deepest)}")
+              f"(sequential loop, {nodes / seconds:,.0f} nodes/s) "
+              f"{check(tree, nodes, deepest)}")
     else:
         report = dac.run_report(uts, tree, rng_init(tree.seed), 0, procs=args.procs,
                                 depth=args.depth)
