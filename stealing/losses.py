@@ -26,9 +26,10 @@ def describe_loss(record: dict) -> str:
     return f"exited with code {code}"
 
 
-def make_run_dir() -> str:
-    """A private folder for this root's run records: ``<tmp>/dac-runs-<uid>/<pid>-*``.
-    Folders of roots that no longer live (killed before they could clean up) go."""
+def make_run_dir(kind: str = "run") -> str:
+    """A private folder of this process: ``<tmp>/dac-runs-<uid>/<pid>-<kind>-*`` (a
+    root's run records, its ``mpiexec`` launcher). Folders of processes that no longer
+    live (killed before they could clean up) go."""
     import shutil
     import tempfile
     base = os.path.join(tempfile.gettempdir(), f"dac-runs-{os.getuid()}")
@@ -37,7 +38,7 @@ def make_run_dir() -> str:
         pid = name.split("-", 1)[0]
         if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-    return tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base)
+    return tempfile.mkdtemp(prefix=f"{os.getpid()}-{kind}-", dir=base)
 
 
 def lost_record_path(run_dir: str, pid: int) -> str:

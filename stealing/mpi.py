@@ -22,7 +22,6 @@ import atexit
 import os
 import shutil
 import sys
-import tempfile
 import threading
 
 _state = {"MPI": None, "broken": None, "shim_dir": None, "path": None}
@@ -57,7 +56,8 @@ def _install_shim() -> None:
     real = find_mpiexec()
     if real is None or _state["shim_dir"] is not None:
         return
-    folder = tempfile.mkdtemp(prefix="dac-mpiexec-")
+    from .losses import make_run_dir
+    folder = make_run_dir("mpiexec")
     path = os.path.join(folder, "mpiexec")
     with open(path, "w") as f:
         f.write(_SHIM.format(python=sys.executable, mpiexec=real))
