@@ -37,8 +37,37 @@ def make_run_dir(kind: str = "run") -> str:
     for name in os.listdir(base):
         pid = name.split("-", 1)[0]
         if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            _remove_listed_shm(os.path.join(base, name))
             shutil.rmtree(os.path.join(base, name), ignore_errors=True)
     return tempfile.mkdtemp(prefix=f"{os.getpid()}-{kind}-", dir=base)
+
+
+def note_shm(run_dir: str | None, names) -> None:
+    """Write the MPI shared-memory segments this process maps into the run's folder:
+    if the whole run is killed (the root by SIGKILL, and MPI then its processes), the
+    next root removes them (``make_run_dir``)."""
+    if not run_dir or not names:
+        return
+    try:
+        with open(os.path.join(run_dir, f"shm-{os.getpid()}"), "w") as f:
+            f.write("\n".join(names))
+    except OSError:
+        pass
+
+
+def _remove_listed_shm(folder: str) -> None:
+    from .shm import mapped_shm, unlink_shm
+    names = []
+    try:
+        for entry in os.listdir(folder):
+            if entry.startswith("shm-"):
+                with open(os.path.join(folder, entry)) as f:
+                    names += f.read().split()
+    except OSError:
+        return
+    if names:
+        used = mapped_shm()
+        unlink_shm(n for n in names if n not in used)
 
 
 def lost_record_path(run_dir: str, pid: int) -> str:

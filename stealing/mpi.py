@@ -28,6 +28,9 @@ _state = {"MPI": None, "broken": None, "shim_dir": None, "path": None}
 lock = threading.RLock()     # MPI runs serialized: one thread at a time drives the tree
 
 
+from .shm import own_shm, sweep_unused_shm, unlink_shm
+
+
 class MPIBroken(RuntimeError):
     """This process cannot spawn again: an earlier run lost a process."""
 
@@ -152,68 +155,8 @@ def mark_broken(what: str, shm_names=(), since: float | None = None) -> None:
     if since is not None:
         import time
         deadline = time.monotonic() + 2.0
-        while _sweep_unused_shm(since) and time.monotonic() < deadline:
+        while sweep_unused_shm(since) and time.monotonic() < deadline:
             time.sleep(0.1)
-
-
-def _sweep_unused_shm(since: float) -> int:
-    """Remove this user's MPICH segments made after ``since`` that no live process
-    maps; returns how many such files are still mapped (their processes are ending)."""
-    folder, uid = "/dev/shm", os.getuid()
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith("mpich_shm_")]
-    except OSError:
-        return 0
-    fresh = []
-    for n in names:
-        try:
-            st = os.stat(os.path.join(folder, n))
-        except OSError:
-            continue
-        if st.st_uid == uid and st.st_mtime >= since - 1:
-            fresh.append(os.path.join(folder, n))
-    if not fresh:
-        return 0
-    used = _mapped_shm()
-    unlink_shm(p for p in fresh if p not in used)
-    return sum(1 for p in fresh if p in used)
-
-
-def _mapped_shm() -> set:
-    names = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/maps") as f:
-                for line in f:
-                    if "/dev/shm/mpich_shm_" in line:
-                        names.add(line.split()[-1])
-        except OSError:
-            continue
-    return names
-
-
-def own_shm() -> list:
-    """Names of the MPICH shared-memory segments this process has mapped."""
-    names = set()
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                if "/dev/shm/mpich_shm_" in line:
-                    names.add(line.split()[-1])
-    except OSError:
-        pass
-    return sorted(n for n in names if n.startswith("/dev/shm/"))
-
-
-def unlink_shm(names) -> None:
-    for name in set(names):
-        if name.startswith("/dev/shm/mpich_shm_"):
-            try:
-                os.unlink(name)
-            except OSError:
-                pass
 
 
 def _finalize() -> None:

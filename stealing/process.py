@@ -27,7 +27,7 @@ import struct
 import sys
 import time
 
-from .losses import lost_record_path
+from .losses import lost_record_path, note_shm
 
 # the child's status, shared with the monitor: current task id, finished flag, role
 _STATUS = struct.Struct("<qBB")
@@ -80,7 +80,7 @@ def _monitor(child: int, status: Status, run_dir: str | None) -> None:
     code = os.waitstatus_to_exitcode(raw)
     tid, finished, role = status.read()
     if not finished:
-        from .mpi import unlink_shm
+        from .shm import unlink_shm
         unlink_shm(status.shm_names())
     if not finished and run_dir:
         record = {"pid": child, "host": socket.gethostname(), "role": ROLES[role],
@@ -119,7 +119,7 @@ def main() -> None:
     if child:
         _monitor(child, status, run_dir)
     _empty_stdin()
-    _work(status)
+    _work(status, run_dir)
 
 
 def _empty_stdin() -> None:
@@ -133,7 +133,7 @@ def _empty_stdin() -> None:
         pass
 
 
-def _work(status: Status) -> None:
+def _work(status: Status, run_dir: str | None) -> None:
     os.environ.setdefault("UCX_LOG_LEVEL", "error")     # see stealing.mpi.init_mpi
     import mpi4py
     mpi4py.rc.threads = False
@@ -141,7 +141,7 @@ def _work(status: Status) -> None:
     from mpi4py import MPI
 
     from . import protocol as P
-    from .mpi import own_shm, unlink_shm
+    from .shm import own_shm, unlink_shm
     from .waiting import Mailbox
 
     parent = MPI.Comm.Get_parent()
@@ -160,6 +160,7 @@ def _work(status: Status) -> None:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), init["recursion_limit"]))
     init["shm"] = own_shm()
     status.shm(init["shm"])
+    note_shm(run_dir, init["shm"])
     init["status"] = status
     status.role(init["role"])
     root_pid, root_host = init.get("root_pid"), init.get("root_host")

@@ -14,9 +14,10 @@ import sys
 import time
 
 from . import protocol as P
+from .losses import describe_loss, make_run_dir, note_shm, read_lost_records
 from .mpi import init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
 from .node import Node
-from .losses import describe_loss, make_run_dir, read_lost_records
+from .shm import own_shm
 from .stats import Meter
 
 LOST_CHECK_S = 0.2      # how often a waiting root looks for lost processes
@@ -102,6 +103,7 @@ class RootScheduler:
         self.node = node
         node.before_spawn = self._check_lost_now
         node.spawn_children(self.plan.to_dict())
+        note_shm(self.run_dir, own_shm())       # MPI made the root's own segment now
 
     @property
     def startup_s(self) -> float | None:

@@ -111,7 +111,7 @@ class _Deadline:
             return
         sys.stderr.write(f"dac: {why}. Ending the run (pid {os.getpid()}).\n")
         sys.stderr.flush()
-        from .mpi import own_shm, unlink_shm
+        from .shm import own_shm, unlink_shm
         for pid in _descendants(_own_process_managers()):
             try:
                 os.kill(pid, signal.SIGKILL)

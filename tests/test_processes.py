@@ -3,12 +3,13 @@
 import os
 import signal
 import sys
+import time
 
 import pytest
 
 import dac
-from proctools import (dac_processes, finish, launch, marked_pids, new_tag, wait_for,
-                       wait_for_no_processes)
+from proctools import (dac_processes, finish, launch, leftover_shm, marked_pids, new_tag,
+                       wait_for, wait_for_no_processes)
 
 import programs
 
@@ -115,12 +116,16 @@ def test_ctrl_c_with_routers_ends_every_process(tmp_path):
 
 
 def test_killing_the_root_leaves_no_process(tmp_path):
+    t0 = time.time()
     proc, tag, mark = start_long_run(tmp_path, 2, 400, 0.25)
     wait_for_working_leaves(proc, tag, mark, 2)
     proc.kill()
     code, *_ = finish(proc, 10)
     assert code == -signal.SIGKILL
     assert wait_for_no_processes(tag, timeout=10) == {}
+    # the killed root could not remove MPI's shared memory; the next root does
+    assert dac.run(programs.fib, 10, procs=1) == 55
+    assert leftover_shm(t0) == []
 
 
 def test_ctrl_c_with_one_busy_leaf_raises_keyboard_interrupt(tmp_path):
