@@ -151,13 +151,7 @@ def _work(status: Status, run_dir: str | None) -> None:
     _, _, tag, init = mailbox.wait([parent])
     if tag != P.INIT:
         raise RuntimeError(f"dac process: expected INIT, got {P.NAMES.get(tag, tag)}")
-    for path in reversed(init.get("sys_path", [])):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    if init.get("argv"):
-        sys.argv = list(init["argv"])
-    if init.get("recursion_limit"):
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), init["recursion_limit"]))
+    _adopt_roots_settings(init)
     init["shm"] = own_shm()
     status.shm(init["shm"])
     note_shm(run_dir, init["shm"])
@@ -183,10 +177,22 @@ def _work(status: Status, run_dir: str | None) -> None:
     sys.stderr.flush()
     MPI.Finalize()
     status.finished()
-    _exit_now_if_threads_left()
+    _do_not_wait_for_threads()
 
 
-def _exit_now_if_threads_left() -> None:
+def _adopt_roots_settings(init: dict) -> None:
+    """Tasks run here as they would in the user's script: its import path, its
+    ``sys.argv``, its recursion limit."""
+    for path in reversed(init.get("sys_path", [])):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    if init.get("argv"):
+        sys.argv = list(init["argv"])
+    if init.get("recursion_limit"):
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), init["recursion_limit"]))
+
+
+def _do_not_wait_for_threads() -> None:
     """Threads a task left running must not keep this process alive after the tree
     stopped: Python would wait for them at exit. The interpreter is told not to
     (``os._exit`` instead would skip the MPI libraries' own clean-up at exit, which
