@@ -9,6 +9,7 @@ from types import MethodType
 
 from . import context
 from .context import SerialContext
+from .context import state as _context     # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
 from .future import Future
 from .serialize import dumps
@@ -86,7 +87,7 @@ class SpawnFunction:
     def __call__(self, *args, **kwargs):
         # The hot path, and one frame per level of the user's recursion in a serial
         # context: SerialContext.call is inlined here (see context.SERIAL_FRAMES).
-        ctx = context.state.current
+        ctx = _context.current
         if ctx.__class__ is SerialContext:
             return Future(self.fn(*args, **kwargs))
         if ctx is None:
