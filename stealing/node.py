@@ -178,9 +178,6 @@ class Node:
     def on_nomore(self) -> None:
         self.apply(self.policy.on_nomore())
 
-    def distribute(self) -> None:
-        self.apply(self.policy.distribute())
-
     def apply(self, actions) -> None:
         """Carry out the policy's decisions, in order."""
         for action in actions:
