@@ -1,16 +1,11 @@
-"""The parent side of the stealing tree, shared by the root and the routers.
+"""The parent side of the stealing tree, shared by the root and the routers: the MPI half.
 
-A node keeps a pool of tasks and a list of children (leaves or routers). Its rules are
-Algorithm 5.3.1 of the thesis:
-
-* at the start of a round every child wants its initial share (``tasks_per_leaf`` for a
-  leaf, ``tasks_per_branch(procs)`` for a router);
-* a child's returned results are its steal request; the node serves it from its own pool
-  (a *local* steal) and, when the pool is empty, asks its own parent (a *remote* steal,
-  one request outstanding at a time) or, when the parent has nothing left either,
-  answers "no more" (a *failed* steal);
-* results travel up with the node's own steal requests, or in one message when the
-  subtree goes idle.
+A node keeps a list of children (leaves or routers) and their links. Its steal rules
+(Algorithm 5.3.1 of the thesis: pool, shares, local, remote and failed steals) live in
+``stealing.policy.StealPolicy``, which holds no link and sends nothing: the node hands it
+each event and carries out the actions it returns (TASKS, NOMORE, RESULTS up), spawning
+a spawn-per-batch leaf where a task goes to an empty slot. Jobs, statistics and stop
+are handled here.
 
 The root is a node without a parent; a router is a node whose parent is another node.
 """
@@ -19,33 +14,26 @@ from __future__ import annotations
 
 import os
 import socket
-import time
-from collections import deque
 
 from . import protocol as P
+from .policy import AskParent, Give, Refuse, SendResults, StealPolicy
 from .spawning import spawn
 
 
 class Child:
-    """What a node knows of one child: its link and how much work it holds."""
+    """A node's link to one child; its accounting is ``policy.children[index]``."""
 
-    __slots__ = ("comm", "rank", "role", "procs", "quota", "outstanding", "want",
-                 "asked", "waited", "pids", "last_want", "spec")
+    __slots__ = ("comm", "rank", "role", "index", "pids", "spec")
 
-    def __init__(self, comm, rank, role, procs, quota, spec=None):
+    def __init__(self, comm, rank, role, index, spec=None):
         self.comm, self.rank, self.role = comm, rank, role
+        self.index = index      # its number in the policy (actions name it)
         self.spec = spec or {}  # its node of the plan (host, cluster, slowdown, ...)
-        self.procs, self.quota = procs, quota
-        self.outstanding = 0    # tasks given and not yet returned
-        self.want = 0           # tasks it is waiting for
-        self.asked = False      # the want comes from a steal request
-        self.waited = False     # that request had to wait for the node's parent
         self.pids = []          # processes of its subtree (for cleanup)
-        self.last_want = quota  # size of its latest request
 
 
 class Node:
-    """Pool, children and steal rules of one non-leaf process."""
+    """Children, links and messages of one non-leaf process; ``policy`` decides."""
 
     def __init__(self, MPI, mailbox, meter, params, config, parent=None):
         self.MPI = MPI
@@ -56,20 +44,14 @@ class Node:
         self.parent = parent            # intercomm to the parent, None at the root
         self.children: list[Child] = []
         self.comms: list = []           # distinct child intercomms, for polling
-        self.pool: deque = deque()
-        self.results: list = []
-        self.exhausted = parent is None
-        self.requested = False
+        self.policy = StealPolicy(params.steal_factor, has_parent=parent is not None,
+                                  remote=config.get("remote", "prefetch"),
+                                  batch_s=float(config.get("batch_s", 0.05)))
         self.job = None                 # (job_id, every function so far): late spawns
         self.one_shot_stats: list = []  # records of finished spawn-per-batch leaves
         self.stats_wait = None          # [children left to answer, records]
         self.stopping = None            # children left to say BYE, or None
         self.errors: list = []
-        self.feeding = False            # the root is still adding tasks to this round
-        self.prefetch_remote = config.get("remote", "prefetch") == "prefetch"
-        self.batch_s = float(config.get("batch_s", 0.05))
-        self.rtt = 0.0                  # measured round trip of a remote steal (s)
-        self.asked_at = None
 
     # building the subtree ------------------------------------------------------
     def spawn_children(self, plan: dict) -> None:
@@ -81,7 +63,7 @@ class Node:
         role = kids[0]["role"]
         if role == "leaf" and self.config["leaf_mode"] != "persistent":
             for kid in kids:                    # spawn per batch: a slot per processor
-                self.children.append(Child(None, 0, "slot", 1, kid["tasks"], kid))
+                self._add_child(None, 0, "slot", 1, kid)
             return
         for host, group in _by_host(kids):
             comm = spawn(self.MPI, len(group), _spawn_host(host),
@@ -89,8 +71,12 @@ class Node:
             self.comms.append(comm)
             self.meter.record["spawns"] += len(group)
             for i, kid in enumerate(group):
-                self.children.append(Child(comm, i, role, kid["procs"], kid["tasks"], kid))
+                self._add_child(comm, i, role, kid["procs"], kid)
                 self._introduce(comm, i, kid)
+
+    def _add_child(self, comm, rank: int, role: str, procs: int, kid: dict) -> None:
+        index = self.policy.add_child(role, procs, kid["tasks"])
+        self.children.append(Child(comm, rank, role, index, kid))
 
     def _introduce(self, comm, rank: int, kid: dict, **extra) -> None:
         """Send a new child its INIT; a link with emulated latency is delayed here too."""
@@ -144,7 +130,7 @@ class Node:
         child = self.child_of(comm, rank)
         if tag == P.RESULTS:
             results, want, leaf_stats = payload
-            child.outstanding -= len(results)
+            self.policy.child_returned(child.index, len(results))
             self.take_results(results)
             if leaf_stats is not None:          # a spawn-per-batch leaf's last word
                 self.one_shot_stats.append(leaf_stats)
@@ -153,10 +139,7 @@ class Node:
                 if self.stopping is not None:   # it ended before reading STOP
                     self.stopping -= 1
                     return
-            if want:
-                child.want, child.asked, child.waited = want, True, False
-                child.last_want = want
-            self.distribute()
+            self.apply(self.policy.child_wants(child.index, want))
         elif tag == P.READY:
             child.pids.extend(entry[0] for entry in payload)
             self.on_ready(payload)
@@ -176,7 +159,7 @@ class Node:
 
     # hooks the root and the router fill in
     def take_results(self, results) -> None:
-        self.results.extend(results)
+        self.policy.keep_results(results)
 
     def on_ready(self, payload) -> None:
         self.send_up(P.READY, payload)
@@ -187,134 +170,39 @@ class Node:
     def on_stats_done(self) -> None:
         raise NotImplementedError
 
-    # the steal rules -----------------------------------------------------------
-    def begin_round(self) -> None:
-        """Every idle child wants its initial share (Figure 5.3 quotas)."""
-        for c in self.children:
-            if c.outstanding == 0 and c.want == 0:
-                c.want, c.asked, c.waited = c.quota, False, False
-
+    # the policy's events and decisions -----------------------------------------
     def add_tasks(self, tasks) -> None:
-        """Tasks from the parent (or the root's expansion); idle children get a share."""
-        self.note_answer()
-        self.pool.extend(tasks)
-        self.begin_round()
-        self.requested = False
-        if self.parent is not None:
-            self.exhausted = False
-        self.distribute()
+        """Tasks from the parent (or the root's expansion)."""
+        self.apply(self.policy.on_tasks(tasks))
 
     def on_nomore(self) -> None:
-        self.note_answer()
-        self.requested = False
-        self.exhausted = True
-        self.distribute()
+        self.apply(self.policy.on_nomore())
 
-    def distribute(self) -> None:
-        """Give waiting children tasks, ask upwards, or say "no more"."""
-        if self.stopping is not None:
-            return
-        wanting = [c for c in self.children if c.want > 0]
-        if wanting and self.pool:
-            total_want = sum(c.want for c in wanting)
-            avail = len(self.pool)
-            for c in wanting:
-                if not self.pool:
-                    break
-                n = c.want if avail >= total_want else max(1, avail * c.want // total_want)
-                if c.asked:     # near the end, no child takes more than its share
-                    n = min(n, max(1, -(-len(self.pool) * c.procs // self.total_procs)))
-                self.give(c, min(n, len(self.pool)))
-            wanting = [c for c in wanting if c.want > 0]
-        if wanting:
-            if not self.exhausted:
-                for c in wanting:
-                    c.waited = c.asked
-                self.ask_parent()
-            elif not self.feeding:          # more tasks may still come: let them wait
-                for c in wanting:
-                    self.refuse(c)
-        if not self.exhausted and len(self.pool) < self.low_water():
-            self.ask_parent()
-        self.maybe_go_idle()
+    def apply(self, actions) -> None:
+        """Carry out the policy's decisions, in order."""
+        for action in actions:
+            if isinstance(action, Give):
+                self.give(self.children[action.child], action.tasks)
+            elif isinstance(action, Refuse):
+                child = self.children[action.child]
+                if child.comm is not None:
+                    self.send(child.comm, child.rank, P.NOMORE, None)
+            elif isinstance(action, AskParent):
+                self.send_up(P.RESULTS, (action.results, action.amount, None))
+            elif isinstance(action, SendResults):
+                self.send_up(P.RESULTS, (action.results, 0, None))
+            else:
+                raise TypeError(f"unknown policy action {action!r}")
 
-    def low_water(self) -> int:
-        """Pool size under which a router asks its parent before running dry: what its
-        children take during one round of batches and one measured round trip to the
-        parent (``remote="prefetch"``, Satin-like, one request outstanding), or 0
-        (``remote="blocking"``: ask only when empty, as in the thesis)."""
-        if not self.prefetch_remote or self.parent is None:
-            return 0
-        return int(self._cover())
-
-    def give(self, c: Child, n: int) -> None:
-        rec = self.meter.record
-        if c.asked and c.role != "router":      # a leaf's steal request is answered
-            rec["steals_after_remote" if c.waited else "steals_local"] += 1
-        tasks = [self.pool.popleft() for _ in range(n)]
-        c.want, c.asked, c.waited = 0, False, False
-        c.outstanding += n
+    def give(self, c: Child, tasks: list) -> None:
+        """Send a child its tasks; an empty spawn-per-batch slot gets a new leaf first."""
         if c.role == "slot" and c.comm is None:
             self._spawn_one_shot(c)
         self.send(c.comm, c.rank, P.TASKS, tasks)
 
-    def refuse(self, c: Child) -> None:
-        if c.asked:
-            self.meter.record["steals_failed"] += 1
-            if c.comm is not None:
-                self.send(c.comm, c.rank, P.NOMORE, None)
-        c.want, c.asked, c.waited = 0, False, False
-
-    def ask_parent(self) -> None:
-        if self.requested or self.parent is None:
-            return
-        self.requested = True
-        self.asked_at = time.monotonic()
-        rec = self.meter.record
-        rec["steals_remote"] += 1
-        # how full the pool still was: at most the low-water mark (prefetch), 0 (blocking)
-        rec["remote_pool_max"] = max(rec.get("remote_pool_max", 0), len(self.pool))
-        rec["low_water"] = self.low_water()
-        results, self.results = self.results, []
-        self.send_up(P.RESULTS, (results, self.ask_amount(), None))
-
-    quota_of_self = 1
-
-    def ask_amount(self) -> int:
-        """A router's steal asks for its initial share, or ``steal_factor`` times what
-        its children consume while a request travels (see ``low_water``)."""
-        return max(self.quota_of_self, int(self.params.steal_factor * self._cover()))
-
-    def _cover(self) -> float:
-        """Tasks the children take in one round of batches plus one round trip to the
-        parent (the leaves ask for ``batch_s`` seconds of work at a time)."""
-        recent = sum(c.last_want for c in self.children)
-        return recent * (1.0 + self.rtt / self.batch_s)
-
-    def note_answer(self) -> None:
-        """The parent answered a remote steal: update the measured round trip."""
-        if self.asked_at is not None:
-            rtt = time.monotonic() - self.asked_at
-            self.rtt = rtt if self.rtt == 0.0 else 0.5 * (self.rtt + rtt)
-            self.asked_at = None
-
-    @property
-    def total_procs(self) -> int:
-        return sum(c.procs for c in self.children) or 1
-
     def busy(self) -> bool:
         """Work is under way below this node (so poll eagerly)."""
-        return self.requested or any(c.outstanding or c.want for c in self.children)
-
-    def maybe_go_idle(self) -> None:
-        """A router whose subtree ran dry sends its results up in one message."""
-        if (self.parent is None or not self.exhausted or self.requested or self.pool
-                or not self.results):
-            return
-        if any(c.outstanding or c.want for c in self.children):
-            return
-        results, self.results = self.results, []
-        self.send_up(P.RESULTS, (results, 0, None))
+        return self.policy.busy()
 
     # jobs, statistics, stop ----------------------------------------------------
     def start_job(self, job) -> None:
@@ -322,6 +210,7 @@ class Node:
         also pays for building the tree (its spawns and CPU count there)."""
         if self.job is not None and self.job[0] != job[0]:
             self.meter.reset()
+            self.policy.reset_counters()
         table = dict(self.job[1]) if self.job is not None else {}
         table.update(job[1])          # a job message carries only the functions not
         self.job = (job[0], table)    # sent before; a new process needs all of them
@@ -340,13 +229,16 @@ class Node:
 
     def collected_stats(self) -> list:
         """Own record, the children's records and the finished one-shot leaves'."""
-        records = [self.meter.snapshot()] + self.stats_wait[1]
+        own = self.meter.snapshot()
+        own.update(self.policy.counters)
+        records = [own] + self.stats_wait[1]
         if self.one_shot_stats:
             records.append(_merge_one_shot(self.one_shot_stats))
         return records
 
     def begin_stop(self) -> None:
         live = [c for c in self.children if c.comm is not None]
+        self.policy.stop()
         self.stopping = len(live)
         for c in live:
             self.send(c.comm, c.rank, P.STOP, None)

@@ -126,7 +126,7 @@ class RootScheduler:
         """A new round; with ``streaming`` its tasks come in several ``feed`` calls and
         no leaf is told "no more" before ``close_round``."""
         self.node.collected = {}
-        self.node.feeding = streaming
+        self.node.policy.feeding = streaming
 
     def feed(self, payloads: list, table: dict) -> None:
         """Tasks of the open round, possibly while the root is still finding more: the
@@ -149,15 +149,14 @@ class RootScheduler:
         for messages between two tasks; afterwards it only schedules.
         """
         node = self.node
-        if node.feeding:
-            node.feeding = False
-            node.distribute()
+        if node.policy.feeding:
+            node.apply(node.policy.stop_feeding())
         while len(node.collected) < total:
-            if local_table and node.startup_end is None and node.pool:
+            if local_table and node.startup_end is None and node.policy.pool:
                 self.check_lost()
                 got = node.mailbox.poll(node.comms)
                 if got is None:
-                    self._run_here(node.pool.pop(), local_table)
+                    self._run_here(node.policy.pool.pop(), local_table)
                     continue
                 index, source, tag, payload = got
                 node.handle_child(node.comms[index], source, tag, payload)

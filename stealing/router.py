@@ -27,7 +27,7 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     config = {k: v for k, v in init.items()
               if k not in ("role", "plan", "status", "shm")}   # what children inherit
     node = Router(MPI, mailbox, meter, params, config, parent=parent)
-    node.quota_of_self = max(1, plan["tasks"])
+    node.policy.own_quota = max(1, plan["tasks"])   # what it asks for at least
     if init.get("latency_ms"):
         mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
     node.spawn_children(plan)
