@@ -299,7 +299,8 @@ class Runtime:
                         blobs = sched.close_round(len(tasks), local)
                     else:
                         table = function_table(tasks, sched.sent_keys)
-                        blobs = sched.solve([(t.tid, t.payload) for t in tasks], table, local)
+                        blobs = sched.solve([(t.tid, t.payload) for t in tasks], table,
+                                            local)
                     by_tid = {t.tid: t for t in tasks}
                     for tid, blob in blobs.items():
                         task = by_tid[tid]
