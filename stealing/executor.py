@@ -32,7 +32,8 @@ class Executor(Protocol):
     def describe_failure(self, payload: bytes, exc: BaseException, tb: str) -> dict:
         """A task's exception (``tb`` its formatted traceback) as the ERROR message the
         root turns into an error: a dict with the keys ``type``, ``message``,
-        ``traceback``, ``task`` (the call) and ``where`` (the process)."""
+        ``traceback``, ``task`` (the call) and ``where`` (the process), the fields of
+        ``stealing.protocol.Failure``."""
 
 
 def load_executor(reference) -> Executor:

@@ -83,41 +83,40 @@ class Leaf:
         self.mailbox.send(self.parent, obj, 0, tag)
 
     # messages ------------------------------------------------------------------
-    def handle(self, tag, payload) -> None:
+    def handle(self, tag, msg) -> None:
         if tag == P.TASKS:
-            self.tasks.extend(payload)
-            self.batch_len = len(payload)
+            self.tasks.extend(msg.tasks)
+            self.batch_len = len(msg.tasks)
             self.requested = self.exhausted = False
             self.working = True
             rec = self.meter.record
             rec["batches"] += 1
-            rec["largest_batch"] = max(rec.get("largest_batch", 0), len(payload))
+            rec["largest_batch"] = max(rec.get("largest_batch", 0), len(msg.tasks))
         elif tag == P.NOMORE:
             self.requested = False
             self.exhausted = True
         elif tag == P.JOB:
-            self.load_job(payload)
+            self.load_job(msg)
         elif tag == P.STATS_REQ:
-            self.send(P.STATS, [self.meter.snapshot()])
+            self.send(P.STATS, P.Stats([self.meter.snapshot()]))
         elif tag == P.STOP:
-            self.send(P.BYE, [])
+            self.send(P.BYE, P.Bye([]))
             self.stopped = True
         else:
-            raise RuntimeError(f"leaf: unexpected {P.NAMES.get(tag, tag)}")
+            raise RuntimeError(f"leaf: unexpected {P.name(tag)}")
 
-    def load_job(self, job) -> None:
-        job_id, entries = job
-        if job_id != getattr(self, "job_id", None):
-            self.job_id = job_id
+    def load_job(self, job: P.Job) -> None:
+        if job.job_id != getattr(self, "job_id", None):
+            self.job_id = job.job_id
             self.meter.reset()
             self.working = self.exhausted = self.requested = False
             self.rate, self.win_tasks, self.win_busy = None, 0, 0.0   # new tasks, new rate
-        self.table.update(self.executor.load_table(entries))
+        self.table.update(self.executor.load_table(job.functions))
         if not self.ready_sent:
             self.ready_sent = True
             rec = self.meter.record
-            self.send(P.READY, [(rec["pid"], rec["host"], "leaf", time.time(),
-                                 self.shm)])
+            self.send(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "leaf",
+                                                  time.time(), self.shm)]))
 
     # the work loop -------------------------------------------------------------
     @property
@@ -138,7 +137,7 @@ class Leaf:
     def ask(self) -> None:
         results, self.results = self.results, []
         self.requested = True
-        self.send(P.RESULTS, (results, self.want, None))
+        self.send(P.RESULTS, P.Results(results, self.want))
 
     def run_one(self) -> None:
         tid, payload = self.tasks.popleft()
@@ -185,7 +184,7 @@ class Leaf:
 
     def report_error(self, payload, exc) -> None:
         info = self.executor.describe_failure(payload, exc, traceback.format_exc())
-        self.send(P.ERROR, info)
+        self.send(P.ERROR, P.Failure(**info))
         self.failed = True
         self.tasks.clear()
         self.results = []
@@ -210,21 +209,21 @@ class Leaf:
                 continue
             if self.one_shot and self.working and not self.failed:
                 rec = self.meter.snapshot()
-                self.send(P.RESULTS, (self.results, self.want, rec))
+                self.send(P.RESULTS, P.Results(self.results, self.want, rec))
                 return
             if self.working and not self.failed:
                 if not self.exhausted and not self.requested:
                     self.ask()
                 elif self.exhausted and self.results:
                     results, self.results = self.results, []
-                    self.send(P.RESULTS, (results, 0, None))
+                    self.send(P.RESULTS, P.Results(results, 0))
             t0 = time.perf_counter()
             eager = self.requested or (self.working and not self.exhausted)
-            _, _, tag, payload = mb.wait(comms, on_idle=watchdog,
-                                         max_sleep=MAX_SLEEP if eager else IDLE_SLEEP)
+            _, _, tag, msg = mb.wait(comms, on_idle=watchdog,
+                                     max_sleep=MAX_SLEEP if eager else IDLE_SLEEP)
             if self.working:
                 self.meter.record["idle_s"] += time.perf_counter() - t0
-            self.handle(tag, payload)
+            self.handle(tag, msg)
 
 
 class GPUUnavailable(RuntimeError):
@@ -283,14 +282,13 @@ def _refuse_to_start(mailbox, parent, exc) -> None:
     """Report why this leaf cannot work, then wait for the root to stop the run."""
     import os
     import socket
-    mailbox.send(parent, {"type": type(exc).__name__, "message": str(exc),
-                          "traceback": "", "task": "",
-                          "where": f"leaf pid {os.getpid()} on {socket.gethostname()}"},
-                 0, P.ERROR)
+    where = f"leaf pid {os.getpid()} on {socket.gethostname()}"
+    mailbox.send(parent, P.Failure(type=type(exc).__name__, message=str(exc),
+                                   traceback="", task="", where=where), 0, P.ERROR)
     while True:
         _, _, tag, _ = mailbox.wait([parent])
         if tag == P.STOP:
-            mailbox.send(parent, [], 0, P.BYE)
+            mailbox.send(parent, P.Bye([]), 0, P.BYE)
             return
 
 
@@ -314,7 +312,7 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
         got = mailbox.wait([parent], timeout=2.0)
         while got is not None and got[2] != P.STOP:
             got = mailbox.wait([parent], timeout=2.0)
-        leaf.send(P.BYE, [])
+        leaf.send(P.BYE, P.Bye([]))
     # From here on the leaf only disconnects and finalizes, which can wait for the
     # other leaves spawned with it; a SIGTERM meant for a busy sibling must not kill it
     # (MPICH would then kill the whole job, the user's root process included).

@@ -47,7 +47,7 @@ class Node:
         self.policy = StealPolicy(params.steal_factor, has_parent=parent is not None,
                                   remote=config.get("remote", "prefetch"),
                                   batch_s=float(config.get("batch_s", 0.05)))
-        self.job = None                 # (job_id, every function so far): late spawns
+        self.job = None                 # P.Job with every function so far: late spawns
         self.one_shot_stats: list = []  # records of finished spawn-per-batch leaves
         self.stats_wait = None          # [children left to answer, records]
         self.stopping = None            # children left to say BYE, or None
@@ -125,29 +125,28 @@ class Node:
                 return c
         raise RuntimeError(f"message from an unknown child (rank {rank})")
 
-    def handle_child(self, comm, rank, tag, payload) -> None:
+    def handle_child(self, comm, rank, tag, msg) -> None:
         """React to one message from a child."""
         child = self.child_of(comm, rank)
         if tag == P.RESULTS:
-            results, want, leaf_stats = payload
-            self.policy.child_returned(child.index, len(results))
-            self.take_results(results)
-            if leaf_stats is not None:          # a spawn-per-batch leaf's last word
-                self.one_shot_stats.append(leaf_stats)
+            self.policy.child_returned(child.index, len(msg.results))
+            self.take_results(msg.results)
+            if msg.leaf_stats is not None:      # a spawn-per-batch leaf's last word
+                self.one_shot_stats.append(msg.leaf_stats)
                 child.pids = []
                 self._retire_one_shot(child)
                 if self.stopping is not None:   # it ended before reading STOP
                     self.stopping -= 1
                     return
-            self.apply(self.policy.child_wants(child.index, want))
+            self.apply(self.policy.child_wants(child.index, msg.want))
         elif tag == P.READY:
-            child.pids.extend(entry[0] for entry in payload)
-            self.on_ready(payload)
+            child.pids.extend(p.pid for p in msg.processes)
+            self.on_ready(msg)
         elif tag == P.ERROR:
-            self.on_error(payload)
+            self.on_error(msg)
         elif tag == P.STATS:
             self.stats_wait[0] -= 1
-            self.stats_wait[1].extend(payload)
+            self.stats_wait[1].extend(msg.records)
             if self.stats_wait[0] == 0:
                 self.on_stats_done()
         elif tag == P.BYE:
@@ -155,17 +154,17 @@ class Node:
             if child.role == "slot":            # a spawn-per-batch leaf stopped early
                 self._retire_one_shot(child)
         else:
-            raise RuntimeError(f"unexpected {P.NAMES.get(tag, tag)} from a child")
+            raise RuntimeError(f"unexpected {P.name(tag)} from a child")
 
     # hooks the root and the router fill in
     def take_results(self, results) -> None:
         self.policy.keep_results(results)
 
-    def on_ready(self, payload) -> None:
-        self.send_up(P.READY, payload)
+    def on_ready(self, msg) -> None:
+        self.send_up(P.READY, msg)
 
-    def on_error(self, payload) -> None:
-        self.send_up(P.ERROR, payload)
+    def on_error(self, msg) -> None:
+        self.send_up(P.ERROR, msg)
 
     def on_stats_done(self) -> None:
         raise NotImplementedError
@@ -188,9 +187,9 @@ class Node:
                 if child.comm is not None:
                     self.send(child.comm, child.rank, P.NOMORE, None)
             elif isinstance(action, AskParent):
-                self.send_up(P.RESULTS, (action.results, action.amount, None))
+                self.send_up(P.RESULTS, P.Results(action.results, action.amount))
             elif isinstance(action, SendResults):
-                self.send_up(P.RESULTS, (action.results, 0, None))
+                self.send_up(P.RESULTS, P.Results(action.results, 0))
             else:
                 raise TypeError(f"unknown policy action {action!r}")
 
@@ -198,22 +197,22 @@ class Node:
         """Send a child its tasks; an empty spawn-per-batch slot gets a new leaf first."""
         if c.role == "slot" and c.comm is None:
             self._spawn_one_shot(c)
-        self.send(c.comm, c.rank, P.TASKS, tasks)
+        self.send(c.comm, c.rank, P.TASKS, P.Tasks(tasks))
 
     def busy(self) -> bool:
         """Work is under way below this node (so poll eagerly)."""
         return self.policy.busy()
 
     # jobs, statistics, stop ----------------------------------------------------
-    def start_job(self, job) -> None:
+    def start_job(self, job: P.Job) -> None:
         """Forward the job's functions; counters restart, except on the first job, which
         also pays for building the tree (its spawns and CPU count there)."""
-        if self.job is not None and self.job[0] != job[0]:
+        if self.job is not None and self.job.job_id != job.job_id:
             self.meter.reset()
             self.policy.reset_counters()
-        table = dict(self.job[1]) if self.job is not None else {}
-        table.update(job[1])          # a job message carries only the functions not
-        self.job = (job[0], table)    # sent before; a new process needs all of them
+        table = dict(self.job.functions) if self.job is not None else {}
+        table.update(job.functions)   # a job message carries only the functions not
+        self.job = P.Job(job.job_id, table)  # sent before; a new process needs them all
         self.one_shot_stats = []
         for c in self.children:
             if c.comm is not None:

@@ -150,7 +150,7 @@ def _work(status: Status, run_dir: str | None) -> None:
     mailbox = Mailbox(MPI)
     _, _, tag, init = mailbox.wait([parent])
     if tag != P.INIT:
-        raise RuntimeError(f"dac process: expected INIT, got {P.NAMES.get(tag, tag)}")
+        raise RuntimeError(f"dac process: expected INIT, got {P.name(tag)}")
     _adopt_roots_settings(init)
     init["shm"] = own_shm()
     status.shm(init["shm"])

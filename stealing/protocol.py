@@ -1,21 +1,147 @@
-"""Message tags between a process and its parent or children (one intercommunicator
-per parent–child link, never a global communicator: thesis §3.1).
+"""The messages between a process and its parent or children, declared once (one
+intercommunicator per parent–child link, never a global communicator: thesis §3.1).
 
-Payloads are plain Python objects pickled by mpi4py. Task arguments and results travel
-as per-task ``bytes`` pickled by the root and the leaves, so routers forward them without
-unpickling (routers never import the user's libraries).
+Every message is an MPI tag (``Tag``, a plain int on the wire) and a payload: one of the
+types below, ``None`` for the tags that carry nothing, and a dict for INIT (its keys are
+``INIT_KEYS``). ``PAYLOADS`` says which goes with which tag. Payloads are pickled by
+mpi4py; the types are ``NamedTuple`` classes of this module, which pickle by reference
+(a RESULTS message of 100 results: 3155 bytes and 23 µs per pickle round trip, against
+3121 bytes and 18 µs as the plain tuple it replaces; a frozen dataclass with slots is as
+small but slower, 30 µs).
+
+Task arguments and results travel as per-task ``bytes`` pickled by the root and the
+leaves, so routers forward them without unpickling (routers never import the user's
+libraries). A task is a ``(task id, payload bytes)`` pair and a result a ``(task id,
+result bytes)`` pair: plain 2-tuples, not types, because a message carries many of them
+and each would cost a Python-level constructor call when unpickled (about 1.5 µs per
+pair, ten times the cost of the tuple), on every hop of every task.
 """
 
-INIT = 1        # parent -> child: dict with role, plan, params, leaf mode, sys.path, ...
-JOB = 2         # parent -> child: (job_id, {function key: cloudpickled SpawnFunction})
-TASKS = 3       # parent -> child: list of task payloads (bytes)
-NOMORE = 4      # parent -> child: "no more tasks for now" (a failed steal)
-RESULTS = 5     # child -> parent: (results [(task id, bytes)], want, leaf stats or None)
-READY = 6       # child -> parent: [(pid, host, role, wall time)] of ready processes
-ERROR = 7       # child -> parent: dict describing a task's exception
-STATS_REQ = 8   # parent -> child: send your statistics for the job
-STATS = 9       # child -> parent: list of per-process statistics dicts
-STOP = 10       # parent -> child: end (children first), answer with BYE
-BYE = 11        # child -> parent: (pids of the subtree's processes) before Disconnect
+from __future__ import annotations
 
-NAMES = {v: k for k, v in dict(globals()).items() if isinstance(v, int) and k.isupper()}
+import enum
+from typing import NamedTuple
+
+
+class Tag(enum.IntEnum):
+    """The MPI tag of each kind of message (sent as its int value)."""
+    INIT = 1        # parent -> child: dict of settings (INIT_KEYS)
+    JOB = 2         # parent -> child: Job
+    TASKS = 3       # parent -> child: Tasks
+    NOMORE = 4      # parent -> child: None, "no more tasks for now" (a failed steal)
+    RESULTS = 5     # child -> parent: Results (also the steal request)
+    READY = 6       # child -> parent: Ready
+    ERROR = 7       # child -> parent: Failure
+    STATS_REQ = 8   # parent -> child: None, "send your statistics for the job"
+    STATS = 9       # child -> parent: Stats
+    STOP = 10       # parent -> child: None, end (children first), answer with BYE
+    BYE = 11        # child -> parent: Bye, before Disconnect
+
+
+INIT, JOB, TASKS, NOMORE, RESULTS, READY, ERROR, STATS_REQ, STATS, STOP, BYE = Tag
+
+NAMES = {t.value: t.name for t in Tag}
+
+
+def name(tag) -> str:
+    """A tag's name for messages, or the number if it is no tag of ours."""
+    return NAMES.get(tag, str(tag))
+
+
+class Job(NamedTuple):
+    """JOB: the job's number and the functions its tasks call, ``{key: entry}`` (the
+    executor's opaque entries; only those not sent in an earlier JOB)."""
+    job_id: int
+    functions: dict
+
+
+class Tasks(NamedTuple):
+    """TASKS: ``[(task id, payload bytes)]`` for the child (an answered steal)."""
+    tasks: list
+
+
+class Results(NamedTuple):
+    """RESULTS: ``[(task id, result bytes)]`` and the child's steal request, ``want``
+    tasks (0: none); ``leaf_stats`` is a spawn-per-batch leaf's statistics record in
+    its last message (it exits after it), else None."""
+    results: list
+    want: int
+    leaf_stats: dict | None = None
+
+
+class Process(NamedTuple):
+    """One ready process of a READY message."""
+    pid: int
+    host: str
+    role: str           # "router" or "leaf"
+    time: float         # wall clock (time.time()) when it was ready
+    shm: list           # its MPI shared-memory segments (removed if the run breaks)
+
+
+class Ready(NamedTuple):
+    """READY: processes of the subtree that are ready (routers forward them up)."""
+    processes: list     # [Process]
+
+
+class Failure(NamedTuple):
+    """ERROR: a task raised (or a leaf cannot start); the fields of the executor's
+    ``describe_failure`` dict."""
+    type: str           # the exception's class name
+    message: str
+    traceback: str
+    task: str           # the call, e.g. "fib(30)"
+    where: str          # the process, e.g. "leaf pid 12 on host"
+
+    def as_dict(self) -> dict:
+        return dict(self._asdict())
+
+
+class Stats(NamedTuple):
+    """STATS: per-process statistics records of the subtree (``stealing.stats``)."""
+    records: list
+
+
+class Bye(NamedTuple):
+    """BYE: the pids of the subtree's processes (for the root's clean-up)."""
+    pids: list
+
+
+# INIT is a dict of settings, the same for the whole tree but for the per-child keys;
+# a router forwards what it got (less the keys marked "own") to its children.
+INIT_KEYS = {
+    # from the root's caller (dac's Runtime settings)
+    "leaf_mode": "'persistent' or spawn-per-batch leaves",
+    "batch": "'rate' (batch_s seconds of work) or 'fixed' (tasks_per_leaf)",
+    "batch_s": "seconds of work a leaf asks for at its measured rate",
+    "remote": "how a router asks its parent: 'prefetch' or blocking",
+    "preload": "modules a leaf imports before its first job",
+    "gpu_simulate": "GPU leaves use numba's CUDA simulator",
+    "prefetch": "a leaf asks for more when half of its batch is left",
+    "executor": "'module:name' of the task executor a leaf loads",
+    # from the root
+    "params": "StealParams fields: branches, min_procs, tasks_per_leaf, steal_factor",
+    "sys_path": "the root's sys.path, put in front of the child's",
+    "root_pid": "the root's pid (the watchdog ends the process when it is gone)",
+    "root_host": "the root's host name",
+    "run_dir": "folder where monitors record lost processes",
+    "argv": "the root's sys.argv",
+    "recursion_limit": "the root's recursion limit",
+    # per child, from its parent
+    "role": "'router' or 'leaf' (own)",
+    "plan": "a router's node of the plan, with its children (own)",
+    "cluster": "name of the child's cluster",
+    "slowdown": "emulated slowdown factor of the child's host",
+    "device": "GPU index of a GPU leaf, -1 for none",
+    "latency_ms": "emulated latency of the link to the parent",
+    "one_shot": "a spawn-per-batch leaf: one batch, then exit",
+    # added by the child itself after INIT arrived
+    "shm": "its MPI shared-memory segments (own)",
+    "status": "its Status shared with its monitor (own)",
+}
+
+# What travels with each tag (None: nothing; dict: INIT's settings).
+PAYLOADS = {
+    Tag.INIT: dict, Tag.JOB: Job, Tag.TASKS: Tasks, Tag.NOMORE: None,
+    Tag.RESULTS: Results, Tag.READY: Ready, Tag.ERROR: Failure, Tag.STATS_REQ: None,
+    Tag.STATS: Stats, Tag.STOP: None, Tag.BYE: Bye,
+}

@@ -38,22 +38,22 @@ class Root(Node):
     def take_results(self, results) -> None:
         self.collected.update(results)
 
-    def on_ready(self, payload) -> None:
+    def on_ready(self, msg) -> None:
         here = socket.gethostname()
-        for pid, host, role, when, shm in payload:
-            if host == here:
-                self.shm.update(shm)
-            if role != "leaf":
+        for p in msg.processes:
+            if p.host == here:
+                self.shm.update(p.shm)
+            if p.role != "leaf":
                 continue
-            if host == here:
-                self.leaf_pids.append(pid)
+            if p.host == here:
+                self.leaf_pids.append(p.pid)
             self.ready += 1
-            self.last_ready = max(self.last_ready, when)
+            self.last_ready = max(self.last_ready, p.time)
         if self.ready >= self.leaf_slots and self.startup_end is None:
             self.startup_end = self.last_ready
 
-    def on_error(self, payload) -> None:
-        self.errors.append(payload)
+    def on_error(self, msg) -> None:
+        self.errors.append(msg.as_dict())
 
     def on_stats_done(self) -> None:
         self.stats_done = True
@@ -134,7 +134,7 @@ class RootScheduler:
         node = self.node
         new = {k: v for k, v in table.items() if k not in self.sent_keys}
         if new or self.job_id != getattr(self, "_announced", None):
-            node.start_job((self.job_id, new))
+            node.start_job(P.Job(self.job_id, new))
             self.sent_keys.update(new)
             self._announced = self.job_id
         node.add_tasks(payloads)
@@ -158,18 +158,18 @@ class RootScheduler:
                 if got is None:
                     self._run_here(node.policy.pool.pop(), local_table)
                     continue
-                index, source, tag, payload = got
-                node.handle_child(node.comms[index], source, tag, payload)
+                index, source, tag, msg = got
+                node.handle_child(node.comms[index], source, tag, msg)
                 if node.errors:
                     raise RootStop(node.errors[0])
                 continue
             self._step()
         return node.collected
 
-    def _run_here(self, payload, local_table) -> None:
+    def _run_here(self, task, local_table) -> None:
         rec = self.node.meter.record
         t0 = time.perf_counter()
-        _tid, payload = payload
+        _tid, payload = task
         try:
             tid, blob = self.executor.run_task(payload, local_table)
         except Exception as exc:                            # noqa: BLE001
@@ -191,8 +191,8 @@ class RootScheduler:
                                     on_idle=self.check_lost, idle_every=LOST_CHECK_S)
         if got is None:
             return False
-        index, source, tag, payload = got
-        node.handle_child(node.comms[index], source, tag, payload)
+        index, source, tag, msg = got
+        node.handle_child(node.comms[index], source, tag, msg)
         if node.errors:
             raise RootStop(node.errors[0])
         return True
@@ -276,12 +276,12 @@ class RootScheduler:
                     _signal(leaves, signal.SIGTERM)
                 got = node.mailbox.wait(node.comms, timeout=0.2)
                 if got is not None:
-                    index, source, tag, payload = got
+                    index, source, tag, msg = got
                     if tag == P.BYE:
                         node.stopping -= 1
-                        pids.extend(payload)
+                        pids.extend(msg.pids)
                     elif tag == P.READY:
-                        pids.extend(entry[0] for entry in payload)
+                        pids.extend(p.pid for p in msg.processes)
             clean = node.stopping == 0
             if clean:
                 node.finish_stop()

@@ -15,7 +15,7 @@ class Router(Node):
     """Serves its children's steals from its pool before asking its parent."""
 
     def on_stats_done(self) -> None:
-        self.send_up(P.STATS, self.collected_stats())
+        self.send_up(P.STATS, P.Stats(self.collected_stats()))
         self.stats_wait = None
 
 
@@ -32,26 +32,26 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
         mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
     node.spawn_children(plan)
     rec = meter.record
-    node.send_up(P.READY, [(rec["pid"], rec["host"], "router", time.time(),
-                            init.get("shm", []))])
+    node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
+                                             time.time(), init.get("shm", []))]))
     while node.stopping != 0:
-        index, source, tag, payload = mailbox.wait(
+        index, source, tag, msg = mailbox.wait(
             [parent] + node.comms, on_idle=watchdog,
             max_sleep=MAX_SLEEP if node.busy() else IDLE_SLEEP)
         if index > 0:
-            node.handle_child(node.comms[index - 1], source, tag, payload)
+            node.handle_child(node.comms[index - 1], source, tag, msg)
         elif tag == P.TASKS:
-            node.add_tasks(payload)
+            node.add_tasks(msg.tasks)
         elif tag == P.NOMORE:
             node.on_nomore()
         elif tag == P.JOB:
-            node.start_job(payload)
+            node.start_job(msg)
         elif tag == P.STATS_REQ:
             node.request_stats()
         elif tag == P.STOP:
             node.begin_stop()
         else:
-            raise RuntimeError(f"router: unexpected {P.NAMES.get(tag, tag)} from parent")
+            raise RuntimeError(f"router: unexpected {P.name(tag)} from parent")
     pids = node.subtree_pids()
     node.finish_stop()
-    node.send_up(P.BYE, pids)
+    node.send_up(P.BYE, P.Bye(pids))

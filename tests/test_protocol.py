@@ -1,0 +1,148 @@
+"""The wire protocol (``stealing.protocol``): one type per message, a tag enum, INIT's
+keys in one place. No MPI: messages go through pickle as mpi4py sends them, and the
+scheduler's source is read with ``ast`` to check that what it names is declared."""
+
+from __future__ import annotations
+
+import ast
+import enum
+import pickle
+import typing
+from pathlib import Path
+
+from stealing import protocol as P
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted((ROOT / "stealing").glob("*.py"))
+# the modules that build and read messages (waiting.py only moves them)
+MESSAGING = ("node.py", "root.py", "router.py", "leaf.py", "process.py")
+
+SAMPLES = {
+    P.Tag.INIT: {"role": "leaf", "params": {"tasks_per_leaf": 4}, "batch": "rate"},
+    P.Tag.JOB: P.Job(3, {"fib#1": b"\x80\x05fn"}),
+    P.Tag.TASKS: P.Tasks([(1, b"a"), (2, b"bb")]),
+    P.Tag.NOMORE: None,
+    P.Tag.RESULTS: P.Results([(1, b"r1"), (2, b"r2")], 7, {"pid": 9, "tasks": 2}),
+    P.Tag.READY: P.Ready([P.Process(12, "host", "leaf", 1.5, ["/dev/shm/x"])]),
+    P.Tag.ERROR: P.Failure("ValueError", "bad", "Traceback ...", "f(1)", "leaf pid 1"),
+    P.Tag.STATS_REQ: None,
+    P.Tag.STATS: P.Stats([{"pid": 1, "tasks": 3}]),
+    P.Tag.STOP: None,
+    P.Tag.BYE: P.Bye([1, 2, 3]),
+}
+
+
+def message_types():
+    return [t for t in P.PAYLOADS.values() if t not in (None, dict)]
+
+
+def test_every_tag_has_a_payload_and_a_sample():
+    assert set(P.PAYLOADS) == set(P.Tag) == set(SAMPLES)
+    for tag, kind in P.PAYLOADS.items():
+        sample = SAMPLES[tag]
+        assert sample is None if kind is None else type(sample) is kind, tag
+
+
+def test_every_message_round_trips_through_pickle():
+    for tag, msg in SAMPLES.items():
+        for protocol in (pickle.DEFAULT_PROTOCOL, pickle.HIGHEST_PROTOCOL):
+            back = pickle.loads(pickle.dumps(msg, protocol))
+            assert back == msg and type(back) is type(msg), tag
+    ready = pickle.loads(pickle.dumps(SAMPLES[P.Tag.READY]))
+    assert type(ready.processes[0]) is P.Process and ready.processes[0].pid == 12
+
+
+def test_message_types_are_module_level_namedtuples():
+    for kind in message_types() + [P.Process]:
+        assert issubclass(kind, tuple) and hasattr(kind, "_fields"), kind
+        assert kind.__module__ == "stealing.protocol"
+        assert getattr(P, kind.__name__) is kind
+
+
+def test_a_results_message_costs_about_what_the_tuple_did():
+    results = [(i, bytes(24)) for i in range(100)]
+    new = len(pickle.dumps(P.Results(results, 7), pickle.HIGHEST_PROTOCOL))
+    old = len(pickle.dumps((results, 7, None), pickle.HIGHEST_PROTOCOL))
+    assert new <= old + 64
+
+
+def test_tags_are_unique_ints():
+    assert issubclass(P.Tag, enum.IntEnum)
+    enum.unique(P.Tag)
+    values = [t.value for t in P.Tag]
+    assert len(values) == len(set(values)) and all(type(v) is int for v in values)
+    assert P.NAMES == {t.value: t.name for t in P.Tag}
+    for t in P.Tag:
+        assert getattr(P, t.name) is t          # the module-level aliases
+        assert pickle.loads(pickle.dumps(int(t))) == t
+    assert P.name(5) == "RESULTS" and P.name(99) == "99"
+
+
+def test_failure_has_the_keys_of_describe_failure():
+    from stealing.executor import Executor
+    doc = Executor.describe_failure.__doc__
+    for field in P.Failure._fields:
+        assert f"``{field}``" in doc, field
+    assert P.Failure(**SAMPLES[P.Tag.ERROR].as_dict()) == SAMPLES[P.Tag.ERROR]
+
+
+def _trees(names=None):
+    for path in SOURCES:
+        if names is None or path.name in names:
+            yield path.name, ast.parse(path.read_text())
+
+
+def test_names_the_scheduler_uses_exist_in_the_protocol():
+    """Every ``P.<name>`` in stealing/*.py is declared in stealing.protocol."""
+    used = set()
+    for name, tree in _trees():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "P"):
+                used.add(node.attr)
+                assert hasattr(P, node.attr), f"{name}:{node.lineno}: P.{node.attr}"
+    assert {"RESULTS", "Results", "Tasks", "Job", "Ready", "Process"} <= used
+
+
+def test_fields_read_from_messages_are_declared():
+    """``msg.<field>`` in the scheduler names a field of some message type."""
+    fields = set()
+    for kind in message_types() + [P.Process]:
+        fields.update(kind._fields)
+        fields.update(n for n in vars(kind) if not n.startswith("_"))
+    for name, tree in _trees(MESSAGING):
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in ("msg", "job")
+                    and isinstance(node.ctx, ast.Load)):
+                assert node.attr in fields, f"{name}:{node.lineno}: .{node.attr}"
+
+
+def test_init_keys_read_by_the_scheduler_are_documented():
+    """``init[...]``, ``init.get(...)``, ``config[...]`` and ``config.get(...)`` name
+    keys of ``INIT_KEYS``."""
+    seen = set()
+    for name, tree in _trees():
+        for node in ast.walk(tree):
+            key = None
+            if isinstance(node, ast.Subscript):
+                target, index = node.value, node.slice
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr == "get" and node.args):
+                target, index = node.func.value, node.args[0]
+            else:
+                continue
+            if isinstance(target, ast.Attribute) and target.attr == "config":
+                target = ast.Name(id="config")
+            if (isinstance(target, ast.Name) and target.id in ("init", "config")
+                    and isinstance(index, ast.Constant) and isinstance(index.value, str)):
+                key = index.value
+                seen.add(key)
+                assert key in P.INIT_KEYS, f"{name}:{node.lineno}: INIT key {key!r}"
+    assert {"role", "params", "plan", "leaf_mode", "shm"} <= seen
+
+
+def test_message_fields_are_annotated():
+    for kind in message_types() + [P.Process]:
+        hints = typing.get_type_hints(kind)
+        assert list(hints) == list(kind._fields), kind
