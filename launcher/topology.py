@@ -32,6 +32,7 @@ import socket
 from dataclasses import dataclass, field
 
 from stealing.errors import DacError
+from stealing.spawning import is_this_machine
 
 TOP_KEYS = ("stealing", "clusters")
 STEALING_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
@@ -371,11 +372,6 @@ def check_hosts(topology: Topology, reach_timeout: float = 3.0) -> None:
                                     f"{problem}. MPI starts processes there through "
                                     f"ssh. Use --local to map every host onto this "
                                     f"machine")
-
-
-def is_this_machine(name: str) -> bool:
-    """Names dac spawns on without naming a host (see ``stealing.node``)."""
-    return name in ("localhost", "127.0.0.1", socket.gethostname())
 
 
 def _launches_through_ssh() -> bool:

@@ -13,11 +13,10 @@ The root is a node without a parent; a router is a node whose parent is another 
 from __future__ import annotations
 
 import os
-import socket
 
 from . import protocol as P
 from .policy import AskParent, Give, Refuse, SendResults, StealPolicy
-from .spawning import spawn
+from .spawning import is_this_machine, spawn
 
 
 class Child:
@@ -276,6 +275,4 @@ def _by_host(kids: list) -> list:
 
 def _spawn_host(host):
     """The ``host`` info value for a spawn: None for this machine."""
-    if not host or host in ("localhost", "127.0.0.1", socket.gethostname()):
-        return None
-    return host
+    return None if is_this_machine(host) else host

@@ -28,6 +28,7 @@ import sys
 import time
 
 from .losses import lost_record_path, note_shm
+from .procs import alive
 
 # the child's status, shared with the monitor: current task id, finished flag, role
 _STATUS = struct.Struct("<qBB")
@@ -95,20 +96,6 @@ def _monitor(child: int, status: Status, run_dir: str | None) -> None:
     os._exit(code if code >= 0 else 128 - code)
 
 
-def _root_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     run_dir = sys.argv[1] if len(sys.argv) > 1 else None
@@ -160,7 +147,7 @@ def _work(status: Status, run_dir: str | None) -> None:
     root_pid, root_host = init.get("root_pid"), init.get("root_host")
 
     def watchdog():
-        if root_pid and root_host == socket.gethostname() and not _root_alive(root_pid):
+        if root_pid and root_host == socket.gethostname() and not alive(root_pid):
             unlink_shm(init["shm"])
             status.finished()
             os._exit(3)

@@ -17,6 +17,7 @@ from . import protocol as P
 from .losses import describe_loss, make_run_dir, note_shm, read_lost_records
 from .mpi import init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
 from .node import Node
+from .procs import signal_all, wait_gone
 from .shm import own_shm
 from .stats import Meter
 
@@ -255,8 +256,8 @@ class RootScheduler:
         End what is left of the processes dac started on this host, remove their
         shared memory, and never finalize or spawn again in this process."""
         pids = [p for c in node.children for p in c.pids] + list(node.leaf_pids)
-        _kill(pids)
-        _wait_gone(pids, 5.0)
+        signal_all(pids, signal.SIGKILL)
+        wait_gone(pids, 5.0)
         lost = self.lost
         mark_broken(f"{lost['role']} pid {lost['pid']} on {lost['host']} "
                     f"({describe_loss(lost)})", node.shm, since=self.started_at)
@@ -273,7 +274,7 @@ class RootScheduler:
             while node.stopping > 0 and time.monotonic() < deadline:
                 if not termed and time.monotonic() > start + grace:
                     termed = True
-                    _signal(leaves, signal.SIGTERM)
+                    signal_all(leaves, signal.SIGTERM)
                 got = node.mailbox.wait(node.comms, timeout=0.2)
                 if got is not None:
                     index, source, tag, msg = got
@@ -288,37 +289,8 @@ class RootScheduler:
         except Exception:                                   # noqa: BLE001
             clean = False
         if not clean:
-            _kill(pids)
-        _wait_gone(pids, 5.0)
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
-def _kill(pids) -> None:
-    _signal(pids, signal.SIGKILL)
-
-
-def _signal(pids, sig) -> None:
-    for pid in set(pids):
-        if _alive(pid):
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-
-
-def _wait_gone(pids, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while any(_alive(p) for p in set(pids)) and time.monotonic() < deadline:
-        time.sleep(0.01)
+            signal_all(pids, signal.SIGKILL)
+        wait_gone(pids, 5.0)
 
 
 def _remove_dir(path) -> None:

@@ -16,6 +16,12 @@ _BOOT = ("import sys; sys.path.insert(0, {path!r}); "
          "from stealing.process import main; main()")
 
 
+def is_this_machine(host) -> bool:
+    """Names dac spawns on without naming a host: MPI starts those processes here."""
+    import socket
+    return not host or host in ("localhost", "127.0.0.1", socket.gethostname())
+
+
 def child_command(run_dir: str | None = None) -> tuple[str, list[str]]:
     """The executable and arguments of a spawned dac process; ``run_dir`` is where
     its monitor records a loss (see ``stealing.process``)."""
@@ -111,46 +117,8 @@ class _Deadline:
             return
         sys.stderr.write(f"dac: {why}. Ending the run (pid {os.getpid()}).\n")
         sys.stderr.flush()
+        from .procs import children_named, descendants, signal_all
         from .shm import own_shm, unlink_shm
-        for pid in _descendants(_own_process_managers()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        signal_all(descendants(children_named("mpiexec")), signal.SIGKILL)
         unlink_shm(own_shm())
         os._exit(1)         # (its folders go with the next root: see make_run_dir)
-
-
-def _processes() -> dict:
-    """``{pid: (name, parent pid)}`` of this machine's processes."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        out[int(entry)] = (stat[stat.find("(") + 1:stat.rfind(")")], int(fields[1]))
-    return out
-
-
-def _own_process_managers() -> list:
-    """The ``mpiexec`` processes this process started (the singleton's process
-    manager: see ``stealing.mpi``)."""
-    me = os.getpid()
-    return [pid for pid, (name, parent) in _processes().items()
-            if parent == me and name.startswith("mpiexec")]
-
-
-def _descendants(roots) -> list:
-    """``roots`` and every process below them."""
-    table = _processes()
-    found, todo = [], list(roots)
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(p for p, (_, parent) in table.items() if parent == pid)
-    return found

@@ -1,0 +1,72 @@
+"""This machine's processes, read from ``/proc``: is one alive, which are below a
+given one, signalling the ones dac started. No MPI here."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie has ended)."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def signal_all(pids, sig) -> None:
+    """Send ``sig`` to those of ``pids`` still alive (never to this process)."""
+    me = os.getpid()
+    for pid in set(pids):
+        if pid != me and alive(pid):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+
+
+def wait_gone(pids, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for ``pids`` to end."""
+    me = os.getpid()
+    rest = {p for p in pids if p != me}
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in rest) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def table() -> dict:
+    """``{pid: (name, parent pid)}`` of this machine's processes."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        out[int(entry)] = (stat[stat.find("(") + 1:stat.rfind(")")], int(fields[1]))
+    return out
+
+
+def children_named(prefix: str) -> list:
+    """Children of this process whose name starts with ``prefix``."""
+    me = os.getpid()
+    return [pid for pid, (name, parent) in table().items()
+            if parent == me and name.startswith(prefix)]
+
+
+def descendants(roots) -> list:
+    """``roots`` and every process below them."""
+    procs = table()
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(p for p, (_, parent) in procs.items() if parent == pid)
+    return found
