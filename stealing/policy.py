@@ -19,7 +19,20 @@ The rules:
   the answer is "no more" (a *failed* steal), unless the root is still feeding tasks;
 * with ``remote="prefetch"`` a node asks its parent before its pool runs dry, at a
   low-water mark sized by the measured round trip; with ``"blocking"`` only when empty;
-* results go up with the node's own requests, or in one message when the subtree is idle.
+* results go up with the node's own requests, or in one message when the subtree is idle;
+* a request from an *idle* child (nothing left to run) that neither the pool nor the
+  parent can serve is served by *splitting* a busy child (``Split``): a leaf hands over
+  its oldest unstarted work (queued tasks, then stealable spawns of the task it runs),
+  which the node gives to the waiting child (a ``steals_split``). A router asked by its
+  parent to split answers from its pool or passes the request to a busy child of its
+  own (``Yield`` sends the answer up). A router's own idle request lets its parent
+  split the router's siblings; a non-idle request (a pool refill) only takes the
+  parent's pool, so a cluster splits its own leaves before it reaches across;
+* results of split work carry their owner's path (``protocol.owner``): they go down
+  to the child whose subtree holds the owner (``Route``), or up at once
+  (``SendResults``) when the owner is elsewhere. Tasks given to a child are counted as
+  outstanding only when their owner is outside that child, since only those results
+  come back through this node.
 """
 
 from __future__ import annotations
@@ -28,7 +41,10 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-STEAL_COUNTERS = ("steals_local", "steals_remote", "steals_after_remote", "steals_failed")
+from .protocol import owner
+
+STEAL_COUNTERS = ("steals_local", "steals_remote", "steals_after_remote", "steals_split",
+                  "steals_failed")
 
 
 @dataclass(frozen=True)
@@ -47,14 +63,36 @@ class Refuse:
 @dataclass(frozen=True)
 class AskParent:
     """A remote steal: send the parent the ``results`` gathered so far and ask for
-    ``amount`` tasks."""
+    ``amount`` tasks; ``idle``: no child of this node can be split any more."""
     results: list
     amount: int
+    idle: bool = False
 
 
 @dataclass(frozen=True)
 class SendResults:
-    """The subtree ran dry: send the parent its ``results``, asking for nothing."""
+    """Send the parent ``results``, asking for nothing: the subtree ran dry, or the
+    results belong to a leaf outside this subtree (sent at once: it waits for them)."""
+    results: list
+
+
+@dataclass(frozen=True)
+class Split:
+    """Ask child number ``child`` to hand over up to ``amount`` tasks of its work."""
+    child: int
+    amount: int
+
+
+@dataclass(frozen=True)
+class Yield:
+    """Answer the parent's split request with these ``tasks`` (possibly none)."""
+    tasks: list
+
+
+@dataclass(frozen=True)
+class Route:
+    """Send child number ``child`` results of work split off its subtree."""
+    child: int
     results: list
 
 
@@ -62,7 +100,7 @@ class ChildShare:
     """What the policy knows of one child: its size and the work it holds or wants."""
 
     __slots__ = ("role", "procs", "quota", "outstanding", "want", "asked", "waited",
-                 "last_want")
+                 "last_want", "idle", "split_wait", "split_pending", "dry")
 
     def __init__(self, role: str, procs: int, quota: int):
         self.role = role        # "router", "leaf", or "slot" (a spawn-per-batch leaf)
@@ -73,9 +111,19 @@ class ChildShare:
         self.asked = False      # the want comes from a steal request
         self.waited = False     # that request had to wait for the node's parent
         self.last_want = quota  # size of its latest request
+        self.idle = False       # its request says it has nothing left to run
+        self.split_wait = False  # it waits for a split of another child's work
+        self.split_pending = False  # a Split sent to it is not answered yet
+        self.dry = False        # it answered a Split with nothing (until it reports)
 
     def clear_want(self) -> None:
         self.want, self.asked, self.waited = 0, False, False
+        self.idle = self.split_wait = False
+
+    def splittable(self) -> bool:
+        """It holds work it may hand over: tasks out, and not itself out of work."""
+        return (self.outstanding > 0 and not self.idle and not self.dry
+                and self.role != "slot")
 
 
 class StealPolicy:
@@ -98,6 +146,11 @@ class StealPolicy:
         self.stopped = False            # the tree is stopping: give nothing more
         self.rtt = 0.0                  # measured round trip of a remote steal (s)
         self.asked_at = None
+        self.path: tuple = ()           # this node's address (child indices from the root)
+        self.ask_idle = False           # the outstanding request to the parent is idle
+        self.split_refused = False      # the parent refused an idle request (no work
+        #                                 anywhere outside): do not ask it again
+        self.split_up = 0               # tasks the parent asked this node to split off
         self.counters: dict = {}
         self.reset_counters()
 
@@ -125,6 +178,7 @@ class StealPolicy:
         self.requested = False
         if self.has_parent:
             self.exhausted = False
+            self.split_refused = False
         return self.distribute()
 
     def on_nomore(self) -> list:
@@ -132,24 +186,99 @@ class StealPolicy:
         self.note_answer()
         self.requested = False
         self.exhausted = True
+        if self.ask_idle:
+            self.split_refused = True
         return self.distribute()
 
     def child_returned(self, k: int, count: int) -> None:
         """Child ``k`` returned ``count`` results."""
-        self.children[k].outstanding -= count
+        c = self.children[k]
+        c.outstanding -= count
+        if count:
+            c.dry = False
 
-    def child_wants(self, k: int, want: int) -> list:
-        """Child ``k``'s steal request for ``want`` tasks (0: none) after its results."""
+    def child_wants(self, k: int, want: int, idle: bool = False) -> list:
+        """Child ``k``'s steal request for ``want`` tasks (0: none) after its results;
+        ``idle``: it has nothing left to run (a split it owes is void)."""
         if want:
             c = self.children[k]
             c.want, c.asked, c.waited = want, True, False
+            c.idle, c.split_wait = idle, False
             c.last_want = want
+            if idle:
+                c.split_pending = c.dry = False
         return self.distribute()
 
-    def on_child_results(self, k: int, count: int, want: int) -> list:
+    def on_child_results(self, k: int, count: int, want: int, idle: bool = False) -> list:
         """Child ``k`` returned ``count`` results and asks for ``want`` more."""
         self.child_returned(k, count)
-        return self.child_wants(k, want)
+        return self.child_wants(k, want, idle)
+
+    def on_split_request(self, amount: int) -> list:
+        """The parent asks this node to hand over up to ``amount`` tasks."""
+        if self.pool:
+            n = min(amount, (len(self.pool) + 1) // 2)
+            return [Yield([self.pool.pop() for _ in range(n)][::-1])]
+        self.split_up = max(1, amount)
+        out: list = []
+        if not self._split_a_child(self.split_up, (), out):
+            self.split_up = 0
+            out.append(Yield([]))
+        return out
+
+    def on_split_answer(self, k: int, tasks: list) -> list:
+        """Child ``k`` answered a split with ``tasks`` (its outstanding work shrinks by
+        those it had from this node); they go up if the parent asked, else to the
+        children waiting for them."""
+        c = self.children[k]
+        c.split_pending = False
+        c.outstanding -= self._counted(k, tasks)
+        out: list = []
+        if not tasks:
+            c.dry = True
+            if self.split_up:
+                if not self._split_a_child(self.split_up, (), out):
+                    self.split_up = 0
+                    out.append(Yield([]))
+                return out
+            return self.distribute()
+        if self.split_up:
+            self.split_up = 0
+            return [Yield(list(tasks))]
+        self.counters["steals_split"] += 1
+        self.pool.extend(tasks)
+        return self.distribute()
+
+    def route(self, results) -> list:
+        """Where results from a child go: ``(mine, actions)``. ``mine`` are the root's
+        tasks' results (kept, or sent up with the next request); a split task's result
+        goes down towards its owner (``Route``) or up at once (``SendResults``)."""
+        mine, up, down = [], [], {}
+        depth = len(self.path)
+        for r in results:
+            path = owner(r[0])
+            if path is None:
+                mine.append(r)
+            elif len(path) > depth and path[:depth] == self.path:
+                down.setdefault(path[depth], []).append(r)
+            else:
+                up.append(r)
+        actions = [Route(k, rs) for k, rs in down.items()]
+        if up:
+            actions.append(SendResults(up))
+        return mine, actions
+
+    def _counted(self, k: int, tasks) -> int:
+        """How many of ``tasks`` come back through this node when child ``k`` runs
+        them: those whose owner is not in ``k``'s subtree."""
+        depth = len(self.path)
+        n = 0
+        for t in tasks:
+            path = owner(t[0]) if type(t) is tuple else None
+            if not (path is not None and len(path) > depth and path[depth] == k
+                    and path[:depth] == self.path):
+                n += 1
+        return n
 
     def keep_results(self, results) -> None:
         """Results from below that go up with the next message to the parent."""
@@ -188,9 +317,19 @@ class StealPolicy:
                     c = self.children[k]
                     c.waited = c.asked
                 self._ask_parent(out)
-            elif not self.feeding:          # more tasks may still come: let them wait
-                for k in wanting:
-                    self._refuse(k, out)
+            else:
+                hungry = [k for k in wanting if self.children[k].idle]
+                waits = bool(hungry) and (
+                    self._split_a_child(sum(self.children[k].want for k in hungry),
+                                        hungry, out)
+                    or self._ask_parent_idle(hungry, out))
+                if waits:
+                    for k in hungry:
+                        self.children[k].split_wait = True
+                if not self.feeding:        # more tasks may still come: let them wait
+                    for k in wanting:
+                        if not (waits and self.children[k].idle):
+                            self._refuse(k, out)
         if not self.exhausted and len(self.pool) < self.low_water():
             self._ask_parent(out)
         self._maybe_go_idle(out)
@@ -198,12 +337,40 @@ class StealPolicy:
 
     def _give(self, k: int, n: int) -> Give:
         c = self.children[k]
-        if c.asked and c.role != "router":      # a leaf's steal request is answered
+        if c.asked and c.role != "router" and not c.split_wait:
+            # a leaf's steal request is answered (a split's is counted when it comes)
             self.counters["steals_after_remote" if c.waited else "steals_local"] += 1
         tasks = [self.pool.popleft() for _ in range(n)]
         c.clear_want()
-        c.outstanding += n
+        c.outstanding += self._counted(k, tasks)
         return Give(k, tasks)
+
+    def _split_a_child(self, amount: int, besides, out: list) -> bool:
+        """Make sure a busy child (not one of ``besides``) is splitting its work:
+        True if one already is or was just asked (the requests wait for its answer),
+        False if no child can be split."""
+        best = None
+        for k, c in enumerate(self.children):
+            if k in besides or not c.splittable():
+                continue
+            if c.split_pending:
+                return True
+            if best is None or c.outstanding > self.children[best].outstanding:
+                best = k
+        if best is None:
+            return False
+        self.children[best].split_pending = True
+        out.append(Split(best, max(1, amount)))
+        return True
+
+    def _ask_parent_idle(self, hungry, out: list) -> bool:
+        """No child can be split: ask the parent, which may split this node's
+        siblings (unless it already said there is no work outside)."""
+        if not self.has_parent or self.split_refused:
+            return False
+        if not self.requested:
+            self._ask_parent(out, idle=True)
+        return True
 
     def _refuse(self, k: int, out: list) -> None:
         c = self.children[k]
@@ -212,10 +379,11 @@ class StealPolicy:
             out.append(Refuse(k))
         c.clear_want()
 
-    def _ask_parent(self, out: list) -> None:
+    def _ask_parent(self, out: list, idle: bool = False) -> None:
         if self.requested or not self.has_parent:
             return
         self.requested = True
+        self.ask_idle = idle
         self.asked_at = self.now()
         counters = self.counters
         counters["steals_remote"] += 1
@@ -224,7 +392,7 @@ class StealPolicy:
                                           len(self.pool))
         counters["low_water"] = self.low_water()
         results, self.results = self.results, []
-        out.append(AskParent(results, self.ask_amount()))
+        out.append(AskParent(results, self.ask_amount(), idle))
 
     def _maybe_go_idle(self, out: list) -> None:
         """A router whose subtree ran dry sends its results up in one message."""
@@ -270,4 +438,5 @@ class StealPolicy:
 
     def busy(self) -> bool:
         """Work is under way below this node (so poll eagerly)."""
-        return self.requested or any(c.outstanding or c.want for c in self.children)
+        return self.requested or bool(self.split_up) or \
+            any(c.outstanding or c.want or c.split_pending for c in self.children)

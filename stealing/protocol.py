@@ -36,9 +36,13 @@ class Tag(enum.IntEnum):
     STATS = 9       # child -> parent: Stats
     STOP = 10       # parent -> child: None, end (children first), answer with BYE
     BYE = 11        # child -> parent: Bye, before Disconnect
+    SPLIT = 12      # parent -> child: Split, "hand over some of your unstarted work"
+    STOLEN = 13     # child -> parent: Tasks, the answer to SPLIT (may be empty)
+    RETURN = 14     # parent -> child: Returned, results of work split off the subtree
 
 
-INIT, JOB, TASKS, NOMORE, RESULTS, READY, ERROR, STATS_REQ, STATS, STOP, BYE = Tag
+(INIT, JOB, TASKS, NOMORE, RESULTS, READY, ERROR, STATS_REQ, STATS, STOP, BYE, SPLIT,
+ STOLEN, RETURN) = Tag
 
 NAMES = {t.value: t.name for t in Tag}
 
@@ -63,10 +67,29 @@ class Tasks(NamedTuple):
 class Results(NamedTuple):
     """RESULTS: ``[(task id, result bytes)]`` and the child's steal request, ``want``
     tasks (0: none); ``leaf_stats`` is a spawn-per-batch leaf's statistics record in
-    its last message (it exits after it), else None."""
+    its last message (it exits after it), else None. ``idle``: the child has nothing
+    left to run (a leaf with an empty queue, or waiting at ``sync`` for stolen
+    children; a router none of whose children can be split), so the parent may serve
+    the request by splitting another child's work, not only from its pool."""
     results: list
     want: int
     leaf_stats: dict | None = None
+    idle: bool = False
+
+
+class Split(NamedTuple):
+    """SPLIT: hand over up to ``want`` tasks of unstarted work (a leaf: its oldest
+    queued tasks, then its oldest stealable spawns; a router: from its pool, or it
+    passes the request to a busy child). Answered with STOLEN, at once or, by a leaf
+    whose deque is empty, at its next spawn."""
+    want: int
+
+
+class Returned(NamedTuple):
+    """RETURN: ``[(task id, result bytes)]`` of spawns stolen from the child's subtree,
+    on their way down to the leaf that owns them (a split task's id is ``(owner's
+    path, number)``; the path is the list of child indices from the root)."""
+    results: list
 
 
 class Process(NamedTuple):
@@ -134,6 +157,7 @@ INIT_KEYS = {
     "device": "GPU index of a GPU leaf, -1 for none",
     "latency_ms": "emulated latency of the link to the parent",
     "one_shot": "a spawn-per-batch leaf: one batch, then exit",
+    "path": "the child's address: child indices from the root (owner of split work)",
     # added by the child itself after INIT arrived
     "shm": "its MPI shared-memory segments (own)",
     "status": "its Status shared with its monitor (own)",
@@ -143,5 +167,12 @@ INIT_KEYS = {
 PAYLOADS = {
     Tag.INIT: dict, Tag.JOB: Job, Tag.TASKS: Tasks, Tag.NOMORE: None,
     Tag.RESULTS: Results, Tag.READY: Ready, Tag.ERROR: Failure, Tag.STATS_REQ: None,
-    Tag.STATS: Stats, Tag.STOP: None, Tag.BYE: Bye,
+    Tag.STATS: Stats, Tag.STOP: None, Tag.BYE: Bye, Tag.SPLIT: Split,
+    Tag.STOLEN: Tasks, Tag.RETURN: Returned,
 }
+
+
+def owner(task_id):
+    """The path of the leaf waiting for this task's result, or None for the root's
+    tasks (plain int ids)."""
+    return task_id[0] if type(task_id) is tuple else None

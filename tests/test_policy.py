@@ -75,7 +75,8 @@ def test_local_steal_is_served_from_the_pool():
                                                  Give(1, [5, 6, 7, 8, 9])]
     assert policy.on_child_results(0, 5, 5) == [Give(0, [10, 11, 12, 13, 14])]
     assert policy.counters == {"steals_local": 1, "steals_remote": 0,
-                               "steals_after_remote": 0, "steals_failed": 0}
+                               "steals_after_remote": 0, "steals_split": 0,
+                               "steals_failed": 0}
     assert list(policy.pool) == [15, 16, 17, 18, 19]
 
 
@@ -94,7 +95,7 @@ def test_remote_steal_when_the_pool_is_empty_one_request_outstanding():
                                                       Give(1, [105, 106, 107, 108, 109])]
     assert policy.rtt == pytest.approx(0.01)
     assert policy.counters == {"steals_local": 0, "steals_remote": 1,
-                               "steals_after_remote": 2, "steals_failed": 0,
+                               "steals_after_remote": 2, "steals_split": 0, "steals_failed": 0,
                                "remote_pool_max": 0, "low_water": 0}
     assert policy.results == ["r2"]                      # goes up with the next request
 
@@ -109,7 +110,8 @@ def test_prefetch_asks_at_the_low_water_mark_sized_by_the_round_trip():
     actions = policy.on_child_results(0, 5, 5)                             # 5 left
     assert actions == [Give(0, [20, 21, 22, 23, 24]), AskParent([], 20)]
     assert policy.counters == {"steals_local": 3, "steals_remote": 1,
-                               "steals_after_remote": 0, "steals_failed": 0,
+                               "steals_after_remote": 0, "steals_split": 0,
+                               "steals_failed": 0,
                                "remote_pool_max": 5, "low_water": 10}
     clock.t += 0.05                                      # a round trip of one batch_s
     assert policy.on_tasks(list(range(100, 120))) == []  # nobody waits: into the pool
@@ -132,7 +134,8 @@ def test_blocking_asks_only_when_a_child_finds_the_pool_empty():
     assert policy.counters["steals_remote"] == 0 and not policy.pool
     assert policy.on_child_results(0, 1, 5) == [AskParent([], 20)]
     assert policy.counters == {"steals_local": 6, "steals_remote": 1,
-                               "steals_after_remote": 0, "steals_failed": 0,
+                               "steals_after_remote": 0, "steals_split": 0,
+                               "steals_failed": 0,
                                "remote_pool_max": 0, "low_water": 0}
 
 
@@ -147,7 +150,8 @@ def test_failed_steal_when_the_parent_is_exhausted():
     assert policy.on_child_results(1, 5, 5) == [Refuse(1), SendResults(["b"])]
     assert policy.on_child_results(0, 0, 0) == []        # nothing asks any more
     assert policy.counters == {"steals_local": 0, "steals_remote": 1,
-                               "steals_after_remote": 0, "steals_failed": 2,
+                               "steals_after_remote": 0, "steals_split": 0,
+                               "steals_failed": 2,
                                "remote_pool_max": 0, "low_water": 0}
     assert not policy.busy()
 
@@ -165,7 +169,8 @@ def test_no_more_is_held_back_while_the_root_is_still_feeding():
     assert policy.stop_feeding() == [Refuse(1)]          # the round has every task now
     assert policy.on_child_results(0, 1, 5) == [Refuse(0)]
     assert policy.counters == {"steals_local": 3, "steals_remote": 0,
-                               "steals_after_remote": 0, "steals_failed": 2}
+                               "steals_after_remote": 0, "steals_split": 0,
+                               "steals_failed": 2}
 
 
 def test_near_the_end_no_child_takes_more_than_its_share_of_procs():
@@ -178,7 +183,8 @@ def test_near_the_end_no_child_takes_more_than_its_share_of_procs():
     assert list(policy.pool) == [47]
     # routers' requests are not leaf steals: no steal counter moves at the root
     assert policy.counters == dict.fromkeys(
-        ("steals_local", "steals_remote", "steals_after_remote", "steals_failed"), 0)
+        ("steals_local", "steals_remote", "steals_after_remote", "steals_split",
+         "steals_failed"), 0)
 
 
 def test_scarce_tasks_are_shared_in_proportion_to_the_wants():

@@ -28,6 +28,9 @@ SAMPLES = {
     P.Tag.STATS_REQ: None,
     P.Tag.STATS: P.Stats([{"pid": 1, "tasks": 3}]),
     P.Tag.STOP: None,
+    P.Tag.SPLIT: P.Split(8),
+    P.Tag.STOLEN: P.Tasks([(((0, 1), 4), b"entry")]),
+    P.Tag.RETURN: P.Returned([(((0, 1), 4), b"value")]),
     P.Tag.BYE: P.Bye([1, 2, 3]),
 }
 
