@@ -245,7 +245,6 @@ class StealPolicy:
         if self.split_up:
             self.split_up = 0
             return [Yield(list(tasks))]
-        self.counters["steals_split"] += 1
         self.pool.extend(tasks)
         return self.distribute()
 
@@ -307,7 +306,9 @@ class StealPolicy:
                     break
                 c = self.children[k]
                 n = c.want if avail >= total_want else max(1, avail * c.want // total_want)
-                if c.asked:     # near the end, no child takes more than its share
+                # near the end, no child takes more than its share; work split off for
+                # the children waiting on a split is all theirs
+                if c.asked and not c.split_wait:
                     n = min(n, max(1, -(-len(self.pool) * c.procs // self.total_procs)))
                 out.append(self._give(k, min(n, len(self.pool))))
             wanting = [k for k in wanting if self.children[k].want > 0]
@@ -337,9 +338,10 @@ class StealPolicy:
 
     def _give(self, k: int, n: int) -> Give:
         c = self.children[k]
-        if c.asked and c.role != "router" and not c.split_wait:
-            # a leaf's steal request is answered (a split's is counted when it comes)
-            self.counters["steals_after_remote" if c.waited else "steals_local"] += 1
+        if c.asked and c.role != "router":
+            # a leaf's steal request is answered: one steal per batch given
+            self.counters["steals_split" if c.split_wait else
+                          "steals_after_remote" if c.waited else "steals_local"] += 1
         tasks = [self.pool.popleft() for _ in range(n)]
         c.clear_want()
         c.outstanding += self._counted(k, tasks)

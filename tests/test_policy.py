@@ -9,7 +9,8 @@ from collections import deque
 import pytest
 
 from stealing import plan_tree
-from stealing.policy import AskParent, Give, Refuse, SendResults, StealPolicy
+from stealing.policy import (STEAL_COUNTERS, AskParent, Give, Refuse, Route, SendResults,
+                             Split, StealPolicy, Yield)
 
 
 class Clock:
@@ -269,3 +270,283 @@ def simulate(total: int, remote: str):
         "root_failed": top.counters["steals_failed"],
         "router_failed": sum(c["steals_failed"] for c in counters),
     }
+
+
+# splits ------------------------------------------------------------------------------
+# A root task is ``(int, payload)``; a split-off spawn is ``((owner path, number),
+# payload)``, its owner the leaf at that path of child indices from the root.
+
+def job(i):
+    return (i, f"p{i}")
+
+
+def spawn(path, n):
+    return ((path, n), f"s{n}")
+
+
+def steals(policy):
+    """The steal counters alone (a router also records its pool and low-water mark)."""
+    return {k: policy.counters[k] for k in STEAL_COUNTERS}
+
+
+def counts(**nonzero):
+    return dict(dict.fromkeys(STEAL_COUNTERS, 0), **nonzero)
+
+
+def outstanding(policy):
+    return [c.outstanding for c in policy.children]
+
+
+def test_an_idle_leaf_is_served_by_splitting_a_busy_one():
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
+    tasks = [job(i) for i in range(10)]
+    assert policy.on_tasks(tasks) == [Give(0, tasks[:5]), Give(1, tasks[5:])]
+    # leaf 1 ran its batch and has nothing left; the pool is empty, leaf 0 holds 5
+    assert policy.on_child_results(1, 5, 5, idle=True) == [Split(0, 5)]
+    assert policy.child_wants(1, 5, idle=True) == []     # one Split at a time
+    assert policy.busy()
+    # leaf 0 hands over its 2 queued tasks and a spawn of the task it runs: the queued
+    # ones leave its outstanding count, the spawn (its own) was never in it
+    stolen = [job(3), job(4), spawn((0,), 1)]
+    assert policy.on_split_answer(0, stolen) == [Give(1, stolen)]
+    assert steals(policy) == counts(steals_split=1)
+    assert outstanding(policy) == [3, 3]                 # leaf 1 returns all three
+    assert not policy.pool
+
+
+def test_an_idle_request_with_nothing_to_split_is_refused():
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
+    policy.on_tasks([job(i) for i in range(10)])
+    assert policy.on_child_results(0, 5, 0) == []        # leaf 0 done, asks nothing
+    assert policy.on_child_results(1, 5, 5, idle=True) == [Refuse(1)]
+    assert steals(policy) == counts(steals_failed=1)
+    assert not policy.busy()
+
+
+def test_a_refill_request_never_splits():
+    """A non-idle request (a prefetch: the leaf still has work) only takes the pool."""
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
+    policy.on_tasks([job(i) for i in range(10)])
+    assert policy.on_child_results(1, 3, 5) == [Refuse(1)]   # leaf 0 busy: not split
+    assert steals(policy) == counts(steals_failed=1)
+    assert outstanding(policy) == [5, 2]
+    assert not any(c.split_pending for c in policy.children)
+
+
+def test_a_child_that_splits_nothing_is_dry_until_it_returns_results():
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
+    policy.on_tasks([job(i) for i in range(10)])
+    assert policy.on_child_results(1, 5, 5, idle=True) == [Split(0, 5)]
+    # nothing to hand over, and no other child to split: the waiting leaf is refused
+    assert policy.on_split_answer(0, []) == [Refuse(1)]
+    assert policy.children[0].dry and outstanding(policy) == [5, 0]
+    assert policy.on_child_results(1, 0, 5, idle=True) == [Refuse(1)]    # still dry
+    assert policy.on_child_results(0, 1, 0) == []        # leaf 0 reports a result
+    assert not policy.children[0].dry
+    assert policy.on_child_results(1, 0, 5, idle=True) == [Split(0, 5)]
+    assert steals(policy) == counts(steals_failed=2)
+
+
+def test_a_dry_child_is_passed_over_for_another_busy_one():
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5), ("leaf", 1, 5)])
+    policy.on_tasks([job(i) for i in range(15)])
+    assert policy.on_child_results(1, 3, 0) == []
+    assert policy.on_child_results(2, 5, 5, idle=True) == [Split(0, 5)]  # the busiest
+    assert policy.on_split_answer(0, []) == [Split(1, 5)]
+    stolen = [job(8), job(9)]
+    assert policy.on_split_answer(1, stolen) == [Give(2, stolen)]
+    assert outstanding(policy) == [5, 0, 2]
+    assert steals(policy) == counts(steals_split=1)
+
+
+def test_outstanding_counts_only_tasks_owned_outside_the_child():
+    """Results of a child's own spawns stay in its subtree; only the others come back
+    through this node (at the root, path (), and at a router, path (2,))."""
+    policy = root([("leaf", 1, 1), ("leaf", 1, 1)])
+    assert policy.on_tasks([spawn((0,), 1), spawn((1,), 2)]) == [
+        Give(0, [spawn((0,), 1)]), Give(1, [spawn((1,), 2)])]
+    assert outstanding(policy) == [0, 0]                 # each got its own spawn back
+    assert policy.on_tasks([spawn((1,), 3), job(4)]) == [
+        Give(0, [spawn((1,), 3)]), Give(1, [job(4)])]
+    assert outstanding(policy) == [1, 1]
+
+    policy = router(leaves=2, quota=2)
+    policy.path = (2,)
+    mine, foreign, cousin, other = (spawn((2, 0), 1), spawn((0, 0), 2),
+                                    spawn((2, 1), 3), spawn((2, 0), 4))
+    assert policy.on_tasks([mine, foreign, cousin, other]) == [
+        Give(0, [mine, foreign]), Give(1, [cousin, other])]
+    # (0, 0) is outside the router although its index at depth 1 is 0
+    assert outstanding(policy) == [1, 1]
+
+
+def test_route_keeps_root_results_and_sends_split_results_towards_their_owner():
+    policy = root([("router", 2, 10), ("router", 2, 10)])
+    results = [(7, "r7"), (((0, 3), 1), "a"), (((1,), 2), "b"), (8, "r8"),
+               (((0, 3), 5), "c")]
+    assert policy.route(results) == (
+        [(7, "r7"), (8, "r8")],
+        [Route(0, [(((0, 3), 1), "a"), (((0, 3), 5), "c")]), Route(1, [(((1,), 2), "b")])])
+
+    policy = router(leaves=2)
+    policy.path = (1,)
+    results = [(((0, 2), 1), "up"), (((1, 1), 2), "b"), (5, "r5"), (((1, 0), 3), "c")]
+    assert policy.route(results) == (
+        [(5, "r5")],
+        [Route(1, [(((1, 1), 2), "b")]), Route(0, [(((1, 0), 3), "c")]),
+         SendResults([(((0, 2), 1), "up")])])
+    assert policy.route([(9, "r9")]) == ([(9, "r9")], [])
+
+
+def test_a_router_asked_to_split_yields_from_its_pool():
+    policy = router(leaves=2, quota=5)
+    policy.path = (2,)
+    tasks = [job(i) for i in range(14)]
+    assert sizes(policy.on_tasks(tasks)) == [("Give", 0, 5), ("Give", 1, 5)]
+    # at most half the pool, the tasks its children would get last
+    assert policy.on_split_request(3) == [Yield(tasks[12:])]
+    assert list(policy.pool) == tasks[10:12]
+    assert policy.on_split_request(3) == [Yield(tasks[11:12])]
+    assert not any(c.split_pending for c in policy.children)
+    assert outstanding(policy) == [5, 5] and steals(policy) == counts()
+
+
+def test_a_router_with_an_empty_pool_passes_the_split_to_a_busy_child():
+    policy = router(leaves=2, quota=5)
+    policy.path = (2,)
+    policy.on_tasks([job(i) for i in range(10)])
+    assert policy.on_split_request(4) == [Split(0, 4)]
+    assert policy.busy()
+    stolen = [job(3), job(4), spawn((2, 0), 1)]
+    # the answer goes up as it is: no child of this router gets it, no steal here
+    assert policy.on_split_answer(0, stolen) == [Yield(stolen)]
+    assert outstanding(policy) == [3, 5] and not policy.pool
+    assert steals(policy) == counts()
+    # next time the busier child; an empty answer moves on to the other one
+    assert policy.on_split_request(4) == [Split(1, 4)]
+    assert policy.on_split_answer(1, []) == [Split(0, 4)]
+    assert policy.on_split_answer(0, []) == [Yield([])]
+    assert policy.split_up == 0 and steals(policy) == counts()
+
+
+def test_a_router_with_nothing_to_split_yields_nothing():
+    policy = router(leaves=2, quota=5)
+    assert policy.on_split_request(4) == [Yield([])]
+    policy.on_tasks([job(i) for i in range(10)])
+    policy.on_child_results(0, 5, 0)
+    policy.on_child_results(1, 4, 0, idle=False)
+    policy.child_wants(1, 5, idle=True)                  # waits at sync: not split
+    assert policy.on_split_request(4) == [Yield([])]
+    assert policy.split_up == 0
+
+
+def test_a_router_asks_its_parent_idle_once_until_no_more():
+    policy = router(leaves=2, quota=5, own_quota=10)
+    tasks = [job(i) for i in range(10)]
+    policy.on_tasks(tasks)
+    policy.keep_results([(5, "r5")])
+    # the parent may have more: a plain request first (a refill of the pool)
+    assert policy.on_child_results(1, 5, 5, idle=True) == [AskParent([(5, "r5")], 20)]
+    # it has not: split the busy leaf
+    assert policy.on_nomore() == [Split(0, 5)]
+    policy.keep_results([(6, "r6")])
+    # it has nothing: no child can be split, ask the parent to split elsewhere
+    assert policy.on_split_answer(0, []) == [AskParent([(6, "r6")], 20, True)]
+    policy.keep_results([(0, "r0")])
+    assert policy.on_child_results(0, 5, 5, idle=True) == []     # asked already
+    assert steals(policy) == counts(steals_remote=2)
+    # nothing anywhere: both refused, the idle subtree's results go up
+    assert policy.on_nomore() == [Refuse(0), Refuse(1), SendResults([(0, "r0")])]
+    assert policy.on_child_results(1, 0, 5, idle=True) == [Refuse(1)]  # no new ask
+    assert steals(policy) == counts(steals_remote=2, steals_failed=3)
+    # new tasks from the parent: it may be asked again
+    assert policy.on_tasks([job(10), job(11)]) == [Give(0, [job(10)]), Give(1, [job(11)])]
+    assert policy.on_child_results(0, 1, 5, idle=True) == [AskParent([], 20)]
+    assert policy.on_nomore() == [Split(1, 5)]
+    assert policy.on_split_answer(1, []) == [AskParent([], 20, True)]
+    assert steals(policy) == counts(steals_remote=4, steals_failed=3)
+
+
+def test_a_routers_idle_request_splits_its_siblings_a_refill_does_not():
+    policy = root([("router", 2, 10), ("router", 2, 10)])
+    tasks = [job(i) for i in range(20)]
+    policy.on_tasks(tasks)
+    assert policy.on_child_results(1, 10, 20) == [Refuse(1)]
+    assert policy.on_child_results(1, 0, 20, idle=True) == [Split(0, 20)]
+    stolen = [job(8), job(9), spawn((0, 1), 1)]
+    assert policy.on_split_answer(0, stolen) == [Give(1, stolen)]
+    assert outstanding(policy) == [8, 3]
+    # a router's batch is no leaf's steal: router 1 counts it when its leaf gets it
+    assert steals(policy) == counts(steals_failed=1)
+
+
+def test_a_leaf_served_by_a_split_higher_up_counts_at_its_router():
+    policy = router(leaves=2, quota=5)
+    policy.path = (1,)
+    policy.on_tasks([job(i) for i in range(10)])
+    assert policy.on_child_results(1, 5, 5, idle=True) == [AskParent([], 20)]
+    assert policy.on_nomore() == [Split(0, 5)]
+    assert policy.on_split_answer(0, []) == [AskParent([], 20, True)]
+    stolen = [job(12), spawn((0, 1), 1)]                 # split off router (0,)'s leaf
+    assert policy.on_tasks(stolen) == [Give(1, stolen)]
+    assert steals(policy) == counts(steals_remote=2, steals_split=1)
+    assert outstanding(policy) == [5, 2]
+
+
+def test_two_idle_leaves_share_one_split_each_batch_a_split_steal():
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5), ("leaf", 1, 5)])
+    policy.on_tasks([job(i) for i in range(15)])
+    assert policy.on_child_results(1, 5, 5, idle=True) == [Split(0, 5)]
+    assert policy.on_child_results(2, 5, 5, idle=True) == []     # waits for the same
+    stolen = [job(3), job(4), spawn((0,), 1), spawn((0,), 2)]
+    assert policy.on_split_answer(0, stolen) == [Give(1, stolen[:2]), Give(2, stolen[2:])]
+    assert steals(policy) == counts(steals_split=2)      # two batches, two steals
+    assert outstanding(policy) == [3, 2, 2] and not policy.pool
+
+
+def test_counters_add_up_over_a_round_with_splits():
+    """A router (path (0,)) of three leaves through one round, every message in order:
+    the leaves' batches = initial shares + local + after-remote + split steals, and
+    the round ends with nothing outstanding."""
+    policy = router(leaves=3, quota=2, own_quota=6)
+    policy.path = (0,)
+    batches = []
+
+    def step(actions):
+        batches.extend(a for a in actions if isinstance(a, Give))
+        return actions
+
+    t = [job(i) for i in range(10)]
+    s1, s2, s3 = (spawn((0, 1), n) for n in (1, 2, 3))      # spawns of leaf 1's task 7
+    assert step(policy.on_tasks(t[:8])) == [Give(0, t[0:2]), Give(1, t[2:4]),
+                                            Give(2, t[4:6])]
+    assert step(policy.on_child_results(0, 2, 2)) == [Give(0, [t[6]])]      # local
+    assert step(policy.on_child_results(1, 2, 2)) == [Give(1, [t[7]])]      # local
+    assert step(policy.on_child_results(2, 2, 2)) == [AskParent([], 12)]
+    assert step(policy.on_tasks(t[8:10])) == [Give(2, [t[8]])]    # after remote
+    assert step(policy.on_child_results(2, 1, 2, idle=True)) == [Give(2, [t[9]])]
+    assert step(policy.on_child_results(0, 1, 2, idle=True)) == [AskParent([], 12)]
+    assert step(policy.on_nomore()) == [Split(1, 2)]      # leaf 1 is the first busiest
+    assert step(policy.on_child_results(2, 1, 2, idle=True)) == []
+    # leaf 1 splits three spawns off task 7 for leaves 0 and 2 (one left in the pool)
+    assert step(policy.on_split_answer(1, [s1, s2, s3])) == [Give(0, [s1]), Give(2, [s2])]
+    assert outstanding(policy) == [1, 1, 1]
+    # leaf 1 waits at sync: it takes its last spawn back from the pool
+    assert step(policy.on_child_results(1, 0, 2, idle=True)) == [Give(1, [s3])]
+    assert outstanding(policy) == [1, 1, 1]               # its own spawn: not counted
+    # leaf 0 returns s1's result (routed to leaf 1); nothing left to split
+    assert policy.route([(s1[0], "r1")]) == ([], [Route(1, [(s1[0], "r1")])])
+    assert step(policy.on_child_results(0, 1, 2, idle=True)) == [Split(1, 2)]
+    assert step(policy.on_split_answer(1, [])) == [Split(2, 2)]
+    assert step(policy.on_split_answer(2, [])) == [AskParent([], 12, True)]
+    assert step(policy.on_nomore()) == [Refuse(0)]
+    assert step(policy.on_child_results(2, 1, 2, idle=True)) == [Refuse(2)]
+    policy.keep_results([(7, "r7")])
+    assert step(policy.on_child_results(1, 1, 2, idle=True)) == [
+        Refuse(1), SendResults([(7, "r7")])]
+    assert outstanding(policy) == [0, 0, 0] and not policy.busy() and not policy.pool
+    c = steals(policy)
+    assert c == counts(steals_local=4, steals_after_remote=1, steals_split=2,
+                       steals_remote=3, steals_failed=3)
+    assert len(batches) == 10 == 3 + c["steals_local"] + c["steals_after_remote"] + \
+        c["steals_split"]
