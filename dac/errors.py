@@ -174,3 +174,17 @@ def exception_text(exc: BaseException) -> str:
     except Exception:                                       # noqa: BLE001
         text = "?"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Lazy:
+    """A message naming a call, formatted only if an error needs it: describing a
+    call costs a ``repr`` of every argument (a large array's is slow)."""
+
+    __slots__ = ("what", "call")
+
+    def __init__(self, what, call):
+        self.what, self.call = what, call
+
+    def __str__(self):
+        sf, args, kwargs = self.call
+        return f"{self.what} {sf.describe(args, kwargs)}"

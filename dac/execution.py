@@ -3,7 +3,10 @@
 The scheduler reaches these functions through ``Executor`` (by reference in a leaf, as
 an object on the root), never by importing this module.
 
-A task payload is ``pickle((task id, function key, depth, args, kwargs))``.
+A task payload is ``pickle((task id, function key, depth, args, kwargs))``; a spawn split
+off a running task (``dac.stealable``) has the id ``(owner's path, number)``, and when its
+function is not in the job's table (a function only other @spawn functions call), the
+key is None and the function's bytes come sixth.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from __future__ import annotations
 import sys
 
 from . import context
-from .errors import exception_message, shorten_traceback
+from .errors import Lazy, exception_message, shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps, loads
-from .spawn import Lazy, short_repr
+from .spawn import short_repr
 
 
 def load_table(entries: dict) -> dict:
@@ -42,11 +45,19 @@ def load_table(entries: dict) -> dict:
     return table
 
 
-def run_task_payload(payload: bytes, table: dict):
-    """Run one task; returns ``(task id, pickled result)``."""
-    tid, key, depth, args, kwargs = loads(payload)
-    sf = table[key]
-    value = context.run_serially(sf, args, kwargs, depth, use_leaf=True)
+def run_task_payload(payload: bytes, table: dict, stealable=None):
+    """Run one task, serially or (``stealable``, a ``StealableContext``) with its
+    spawns on the leaf's deque; returns ``(task id, pickled result)``. A task of the
+    root runs the function's ``leaf=`` kernel if it has one; split-off spawns run
+    the function itself, as they would have where they were spawned."""
+    tid, key, depth, args, kwargs, *extra = loads(payload)
+    root_task = type(tid) is int
+    if stealable is None:
+        sf = table[key] if key is not None else loads(extra[0])
+        value = context.run_serially(sf, args, kwargs, depth, use_leaf=root_task)
+    else:
+        sf = stealable.function(key, extra)
+        value = stealable.run_task(sf, args, kwargs, depth, use_leaf=root_task)
     return tid, dumps(value, Lazy("the result of", (sf, args, kwargs)))
 
 
@@ -62,10 +73,11 @@ def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
     import socket
     call = "?"
     try:
-        _tid, key, _depth, args, kwargs = loads(payload)
+        _tid, key, _depth, args, kwargs, *extra = loads(payload)
         parts = [short_repr(a) for a in args] + \
             [f"{k}={short_repr(v)}" for k, v in kwargs.items()]
-        call = f"{key.split('#')[0]}({', '.join(parts)})"
+        name = key.split('#')[0] if key is not None else loads(extra[0]).__qualname__
+        call = f"{name}({', '.join(parts)})"
     except Exception:                                       # noqa: BLE001
         pass
     return {"type": type(exc).__name__, "message": exception_message(exc),
@@ -83,9 +95,9 @@ def run_batch_payloads(payloads: list, table: dict) -> list:
     groups: dict = {}
     out = []
     for payload in payloads:
-        tid, key, depth, args, kwargs = loads(payload)
-        sf = table[key]
-        if sf.gpu_batch is None:
+        tid, key, depth, args, kwargs, *extra = loads(payload)
+        sf = table.get(key) if key is not None else None
+        if sf is None or sf.gpu_batch is None:
             out.append(run_task_payload(payload, table))
             continue
         if kwargs:
@@ -106,12 +118,31 @@ def run_batch_payloads(payloads: list, table: dict) -> list:
 
 class Executor:
     """dac's task executor for the scheduler (``stealing.executor.Executor``): the
-    functions above. Leaves find it by ``REFERENCE``."""
+    functions above, and on a worker leaf the ``StealableContext`` its tasks run in.
+    Leaves find it by ``REFERENCE``."""
 
     load_table = staticmethod(load_table)
-    run_task = staticmethod(run_task_payload)
     run_batch = staticmethod(run_batch_payloads)
     describe_failure = staticmethod(describe_failure)
+
+    def __init__(self):
+        self.stealable = None
+
+    def run_task(self, payload: bytes, table: dict, worker=None):
+        if worker is None:
+            return run_task_payload(payload, table)
+        if self.stealable is None:
+            from .stealable import StealableContext
+            self.stealable = StealableContext(worker)
+        self.stealable.table = table
+        return run_task_payload(payload, table, self.stealable)
+
+    def split(self, want: int) -> list:
+        return self.stealable.split(want) if self.stealable is not None else []
+
+    def deliver(self, results: list) -> None:
+        if self.stealable is not None:      # else no task ever ran here to own them
+            self.stealable.deliver(results)
 
 
 REFERENCE = "dac.execution:Executor"

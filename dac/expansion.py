@@ -24,7 +24,7 @@ from . import context
 from .errors import DacError, ReplayMismatchError, TaskError, exception_message
 from .future import Future
 from .serialize import dumps_function, dumps_payload, script_entry, script_key
-from .spawn import Lazy
+from .errors import Lazy
 
 MAX_AUTO_DEPTH = 48
 

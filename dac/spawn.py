@@ -13,6 +13,7 @@ from .context import state as _context     # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
 from .future import Future
 from .serialize import dumps
+from .stealable import StealableContext
 
 _keys = itertools.count()
 
@@ -65,6 +66,8 @@ class SpawnFunction:
         self.cutoff = cutoff
         self._leaf = leaf
         self._gpu_batch = gpu_batch
+        # the user chose the grain: in a leaf, calls stay plain calls (dac.stealable)
+        self.grain_fixed = cutoff is not None or leaf is not None
         self.key = f"{getattr(fn, '__qualname__', 'fn')}#{next(_keys)}"
         functools.update_wrapper(self, fn)
 
@@ -90,6 +93,15 @@ class SpawnFunction:
         ctx = _context.current
         if ctx.__class__ is SerialContext:
             return Future(self.fn(*args, **kwargs))
+        if ctx.__class__ is StealableContext:      # a task on a leaf: see dac.stealable
+            ctx.countdown -= 1
+            if ctx.full and ctx.countdown > 0:
+                ctx.level += 1
+                try:
+                    return Future(self.fn(*args, **kwargs))
+                finally:
+                    ctx.level -= 1
+            return ctx.call(self, args, kwargs)
         if ctx is None:
             return context.run_serially(self, args, kwargs)
         return ctx.call(self, args, kwargs)
@@ -112,20 +124,6 @@ class SpawnFunction:
 
     def __repr__(self) -> str:
         return f"<spawn function {self.__qualname__}>"
-
-
-class Lazy:
-    """A message naming a call, formatted only if an error needs it: describing a
-    call costs a ``repr`` of every argument (a large array's is slow)."""
-
-    __slots__ = ("what", "call")
-
-    def __init__(self, what, call):
-        self.what, self.call = what, call
-
-    def __str__(self):
-        sf, args, kwargs = self.call
-        return f"{self.what} {sf.describe(args, kwargs)}"
 
 
 def _refuse_lazy(fn) -> None:

@@ -13,17 +13,49 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 
+class Worker(Protocol):
+    """What a leaf offers the executor while a task runs (``stealing.leaf.Leaf``)."""
+
+    path: tuple
+    """The leaf's address: the owner part of the ids of the spawns it splits off."""
+
+    owed: int
+    """Tasks a split asked for before the next task started: the executor takes the
+    debt over when it starts that task (and sets this to 0)."""
+
+    def poll(self) -> None:
+        """Handle the messages waiting from the parent: a SPLIT calls the executor's
+        ``split``, a RETURN its ``deliver``. Call it about every millisecond."""
+
+    def wait(self, done) -> None:
+        """Return when ``done()`` is true (a spawn split off to another leaf came
+        back); meanwhile run other work on this leaf, nested on the caller's stack."""
+
+    def offer(self, tasks: list) -> None:
+        """Answer a split the executor owed (see ``Executor.split``) with ``tasks``."""
+
+
 @runtime_checkable
 class Executor(Protocol):
-    """The four things the scheduler asks of an executor."""
+    """What the scheduler asks of an executor."""
 
     def load_table(self, entries: dict) -> dict:
         """A job's function table from the ``{key: bytes}`` entries sent with JOB;
         the leaf adds it to the tables of earlier jobs and passes the result to
         ``run_task`` and ``run_batch``."""
 
-    def run_task(self, payload: bytes, table: dict) -> tuple:
-        """Run one task payload; returns ``(task id, result bytes)``."""
+    def run_task(self, payload: bytes, table: dict, worker: Worker | None = None) -> tuple:
+        """Run one task payload; returns ``(task id, result bytes)``. With a ``worker``
+        the task's spawns may be split off to other leaves (see ``split``)."""
+
+    def split(self, want: int) -> list:
+        """Hand over up to ``want`` of the running task's oldest unstarted spawns as
+        ``[(task id, payload bytes)]`` whose ids are ``(worker.path, number)``. With
+        none to give, the executor owes them: it calls ``worker.offer`` at its next
+        spawn. ``want == 0`` cancels what it owes."""
+
+    def deliver(self, results: list) -> None:
+        """Results ``[(task id, result bytes)]`` of spawns this leaf split off."""
 
     def run_batch(self, payloads: list, table: dict) -> list:
         """Run a batch of task payloads on this leaf's GPU; returns

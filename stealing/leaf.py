@@ -11,6 +11,16 @@ one batch and exits.
 
 What a task is, the leaf does not know: its executor (``stealing.executor``), named in
 INIT, loads the job's functions and runs the tasks.
+
+A persistent CPU leaf is also a *worker* for its executor (``stealing.executor.Worker``):
+while a task runs, the executor keeps the task's stealable spawns on its own deque,
+calls ``poll`` every millisecond or so, and calls ``wait`` when a ``sync`` needs the
+result of a spawn that was split off to another leaf. ``wait`` keeps the leaf busy:
+it runs queued tasks, or asks the parent for work and runs that, nested on the same
+stack, until the result is back. A SPLIT from the parent is answered with the oldest
+queued tasks, then the executor's oldest spawns (``Executor.split``); results of work
+split off from elsewhere go to their owner at once, and those of this leaf's own split
+spawns come back in RETURN messages (``Executor.deliver``).
 """
 
 from __future__ import annotations
@@ -27,8 +37,16 @@ from .stats import Meter
 from .waiting import IDLE_SLEEP, MAX_SLEEP
 
 
+GPU_MIN_BATCH = 2048    # tasks a real GPU leaf asks for at least (see Leaf.want)
+
+
 class Abort(BaseException):
     """SIGTERM from the root: the run is ending and this leaf is in the middle of a task."""
+
+
+class Unwind(BaseException):
+    """Raised out of a task waiting for split work when the leaf was told to stop or
+    one of its tasks failed: the task cannot finish, the leaf returns to its loop."""
 
 
 def _on_sigterm(signum, frame):
@@ -52,6 +70,7 @@ class Leaf:
         self.slowdown = float(init.get("slowdown", 1.0))
         self.batch_len = self.tasks_per_leaf
         self.device = int(init.get("device", -1))
+        self.real_gpu = self.device >= 0 and not init.get("gpu_simulate")
         if self.device >= 0:
             self.meter.extra["device"] = self.device
             self.meter.reset()
@@ -71,6 +90,16 @@ class Leaf:
         self.working = False       # got a batch in this job (idle time counts from then)
         self.ready_sent = False
         self.stopped = False
+        self.path = tuple(init.get("path", ()))    # owner address of its split spawns
+        # Only a persistent CPU leaf is a worker (see the module docstring); a
+        # spawn-per-batch or GPU leaf runs each task serially, as it comes.
+        self.worker = self if not self.one_shot and self.device < 0 else None
+        self.asked_idle = False     # the outstanding request says "nothing to run"
+        self.owed = 0               # a split asked before the next task started
+        self.asked_in_task = False  # the outstanding request was sent from a waiting sync
+        self.refused_idle = False   # an idle request was refused: wait for TASKS
+        self.running = 0            # tasks under way (nested ones while waiting)
+        self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
 
     @property
     def executor(self):
@@ -80,6 +109,8 @@ class Leaf:
         return self._executor
 
     def send(self, tag, obj) -> None:
+        if self.stopped:        # BYE went: the parent disconnects and reads no more
+            return
         self.mailbox.send(self.parent, obj, 0, tag)
 
     # messages ------------------------------------------------------------------
@@ -87,21 +118,28 @@ class Leaf:
         if tag == P.TASKS:
             self.tasks.extend(msg.tasks)
             self.batch_len = len(msg.tasks)
-            self.requested = self.exhausted = False
+            self.requested = self.exhausted = self.refused_idle = False
+            self.asked_in_task = False
             self.working = True
             rec = self.meter.record
             rec["batches"] += 1
             rec["largest_batch"] = max(rec.get("largest_batch", 0), len(msg.tasks))
         elif tag == P.NOMORE:
-            self.requested = False
+            if self.asked_idle:
+                self.refused_idle = True
+            self.requested = self.asked_in_task = False
             self.exhausted = True
+        elif tag == P.SPLIT:
+            self.split(msg.want)
+        elif tag == P.RETURN:
+            self.executor.deliver(msg.results)
         elif tag == P.JOB:
             self.load_job(msg)
         elif tag == P.STATS_REQ:
             self.send(P.STATS, P.Stats([self.meter.snapshot()]))
         elif tag == P.STOP:
             self.send(P.BYE, P.Bye([]))
-            self.stopped = True
+            self.stopped = True     # nothing is sent after BYE
         else:
             raise RuntimeError(f"leaf: unexpected {P.name(tag)}")
 
@@ -124,42 +162,124 @@ class Leaf:
         """Tasks to ask for: fixed, or ``batch_s`` seconds of work at the measured rate.
 
         The rate is smoothed over the windows between two requests, so a slow first
-        task (JIT, cache loading) is soon forgotten.
+        task (JIT, cache loading) is soon forgotten. A real GPU leaf asks for at least
+        ``GPU_MIN_BATCH``: its time per batch hardly grows until the batch fills the
+        device, so a rate measured on small batches (one board per thread, each
+        slower than on a CPU core) would keep its batches small and the device idle
+        (measured on an H100, N-Queens 18: batches of 5 boards, the GPU leaf solved
+        171 of 36264 tasks).
         """
         if self.win_tasks and self.win_busy > 0:
             rate = self.win_tasks / self.win_busy
             self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
             self.win_tasks, self.win_busy = 0, 0.0
+        floor = GPU_MIN_BATCH if self.real_gpu else 1
         if not self.by_rate or self.rate is None:
-            return self.tasks_per_leaf
-        return max(1, min(1 << 20, round(self.rate * self.batch_s)))
+            return max(floor, self.tasks_per_leaf)
+        return max(floor, min(1 << 20, round(self.rate * self.batch_s)))
 
-    def ask(self) -> None:
+    def ask(self, idle: bool = False) -> None:
+        """Send the results so far with a request for more (``idle``: nothing is left
+        to run here, so a split this leaf owed is void)."""
         results, self.results = self.results, []
         self.requested = True
-        self.send(P.RESULTS, P.Results(results, self.want))
+        self.asked_idle = idle
+        if idle:
+            self.owed = 0
+            if self.running:
+                self.executor.split(0)
+        self.send(P.RESULTS, P.Results(results, self.want, idle=idle))
+
+    # the worker's side of a running task (stealing.executor.Worker) ---------------
+    def split(self, want: int) -> None:
+        """SPLIT: hand over the newest queued tasks (the queue runs oldest first),
+        then, while a task runs, the executor's oldest spawns; a leaf with nothing
+        to give owes the answer until its next spawn (the executor calls ``offer``)."""
+        if not self.working or (not self.tasks and not self.running):
+            return          # idle: the request it sent already voided the split
+        n = min(want, (len(self.tasks) + 1) // 2) if len(self.tasks) > 1 else 0
+        given = [self.tasks.pop() for _ in range(n)][::-1]
+        if len(given) < want and self.worker is not None:
+            if self.running:
+                given += self.executor.split(want - len(given))
+            else:               # its one queued task has not started: owe from it
+                self.owed = want - len(given)
+        if given:
+            self.offer(given)
+
+    def offer(self, tasks: list) -> None:
+        """Answer the parent's SPLIT with ``tasks``."""
+        self.meter.record["split_given"] += len(tasks)
+        self.send(P.STOLEN, P.Tasks(tasks))
+
+    def poll(self) -> None:
+        """Handle the messages waiting from the parent (a task calls it by clock).
+        Told to stop meanwhile, the leaf abandons the task (``Unwind``)."""
+        mb, comms = self.mailbox, [self.parent]
+        got = mb.poll(comms)
+        while got is not None:
+            self.handle(got[2], got[3])
+            if self.stopped:
+                raise Unwind()
+            got = mb.poll(comms)
+
+    def wait(self, done) -> None:
+        """Until ``done()``: run queued tasks, or ask the parent for work, nested on
+        this stack; in between, sleep until a message comes (never spin)."""
+        mb, comms = self.mailbox, [self.parent]
+        while not done():
+            if self.stopped or self.failed:
+                raise Unwind()
+            if self.tasks:
+                self.run_one()
+                continue
+            got = mb.poll(comms)
+            if got is None:
+                if not self.requested and not self.refused_idle:
+                    self.ask(idle=True)
+                    self.asked_in_task = True
+                t0 = time.perf_counter()
+                got = mb.wait(comms, on_idle=self.watchdog, max_sleep=MAX_SLEEP)
+                self.idle_in_task += time.perf_counter() - t0
+            self.handle(got[2], got[3])
 
     def run_one(self) -> None:
+        """Run the oldest queued task. Nested in a waiting task, its time is that
+        task's; the time a task spends waiting with nothing to run is idle time."""
         tid, payload = self.tasks.popleft()
-        self.status.task(tid)
+        outer = self.status.current
+        self.status.task(tid if type(tid) is int else -1)
         t0 = time.perf_counter()
+        idle0 = self.idle_in_task
+        self.running += 1
         try:
-            tid, blob = self.executor.run_task(payload, self.table)
-        except Abort:
+            tid, blob = self.executor.run_task(payload, self.table, self.worker)
+        except (Abort, Unwind):
             raise
         except BaseException as exc:            # noqa: BLE001 - reported to the root
             self.report_error(payload, exc)
             return
-        self.status.task(-1)
-        spent = time.perf_counter() - t0
+        finally:
+            self.running -= 1
+        self.status.task(outer)
+        rec = self.meter.record
+        rec["tasks"] += 1
+        if type(tid) is tuple:          # split work: its owner is waiting for it
+            rec["split_tasks"] += 1
+            self.send(P.RESULTS, P.Results([(tid, blob)], 0))
+        else:
+            self.results.append((tid, blob))
+        if self.running:                # nested: the outer task's time covers it
+            return
+        waited = self.idle_in_task - idle0
+        spent = time.perf_counter() - t0 - waited
         if self.slowdown > 1:               # an emulated slower host
             time.sleep(spent * (self.slowdown - 1))
             spent *= self.slowdown
-        self.meter.record["busy_s"] += spent
-        self.meter.record["tasks"] += 1
+        rec["busy_s"] += spent
+        rec["idle_s"] += waited
         self.win_tasks += 1
         self.win_busy += spent
-        self.results.append((tid, blob))
 
     def run_batch(self) -> None:
         """A GPU leaf solves everything it holds in one call of the task's gpu_batch."""
@@ -190,7 +310,15 @@ class Leaf:
         self.results = []
 
     def serve(self, watchdog) -> None:
-        mb, comms = self.mailbox, [self.parent]
+        self.watchdog = watchdog
+        while True:
+            try:
+                return self._serve()
+            except Unwind:          # a task abandoned: stopped, or waiting to be
+                self.tasks.clear()
+
+    def _serve(self) -> None:
+        mb, comms, watchdog = self.mailbox, [self.parent], self.watchdog
         while not self.stopped:
             if self.tasks and not self.failed:
                 got = mb.poll(comms)
@@ -209,11 +337,14 @@ class Leaf:
                 continue
             if self.one_shot and self.working and not self.failed:
                 rec = self.meter.snapshot()
-                self.send(P.RESULTS, P.Results(self.results, self.want, rec))
+                self.send(P.RESULTS, P.Results(self.results, self.want, rec, idle=True))
                 return
             if self.working and not self.failed:
-                if not self.exhausted and not self.requested:
-                    self.ask()
+                if not self.refused_idle and (not self.requested or self.asked_in_task):
+                    # (a request sent while a task waited at sync is stale now: the
+                    # task ended, and its parent must hear that this leaf is idle)
+                    self.asked_in_task = False
+                    self.ask(idle=True)
                 elif self.exhausted and self.results:
                     results, self.results = self.results, []
                     self.send(P.RESULTS, P.Results(results, 0))

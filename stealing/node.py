@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from . import protocol as P
-from .policy import AskParent, Give, Refuse, SendResults, StealPolicy
+from .policy import AskParent, Give, Refuse, Route, SendResults, Split, StealPolicy, Yield
 from .spawning import is_this_machine, spawn
 
 
@@ -34,7 +34,7 @@ class Child:
 class Node:
     """Children, links and messages of one non-leaf process; ``policy`` decides."""
 
-    def __init__(self, MPI, mailbox, meter, params, config, parent=None):
+    def __init__(self, MPI, mailbox, meter, params, config, parent=None, path=()):
         self.MPI = MPI
         self.mailbox = mailbox
         self.meter = meter
@@ -46,6 +46,7 @@ class Node:
         self.policy = StealPolicy(params.steal_factor, has_parent=parent is not None,
                                   remote=config.get("remote", "prefetch"),
                                   batch_s=float(config.get("batch_s", 0.05)))
+        self.policy.path = tuple(path)  # this node's address: child indices from the root
         self.job = None                 # P.Job with every function so far: late spawns
         self.one_shot_stats: list = []  # records of finished spawn-per-batch leaves
         self.stats_wait = None          # [children left to answer, records]
@@ -79,9 +80,11 @@ class Node:
 
     def _introduce(self, comm, rank: int, kid: dict, **extra) -> None:
         """Send a new child its INIT; a link with emulated latency is delayed here too."""
+        index = len(self.children) - 1 if "index" not in extra else extra.pop("index")
         init = dict(self.config, role=kid["role"], cluster=kid.get("cluster", "local"),
                     slowdown=kid.get("slowdown", 1.0), device=kid.get("device", -1),
-                    latency_ms=kid.get("latency_ms", 0.0), **extra)
+                    latency_ms=kid.get("latency_ms", 0.0),
+                    path=self.policy.path + (index,), **extra)
         if kid["role"] == "router":
             init["plan"] = kid
         if kid.get("latency_ms"):
@@ -99,7 +102,7 @@ class Node:
         self.meter.record["spawns"] += 1
         child.comm, child.rank = comm, 0
         self.comms.append(comm)
-        self._introduce(comm, 0, child.spec, one_shot=True)
+        self._introduce(comm, 0, child.spec, one_shot=True, index=child.index)
         if self.job is not None:
             self.send(comm, 0, P.JOB, self.job)
 
@@ -128,8 +131,9 @@ class Node:
         """React to one message from a child."""
         child = self.child_of(comm, rank)
         if tag == P.RESULTS:
-            self.policy.child_returned(child.index, len(msg.results))
-            self.take_results(msg.results)
+            mine, routes = self.policy.results_from(child.index, msg.results)
+            self.take_results(mine)
+            self.apply(routes)
             if msg.leaf_stats is not None:      # a spawn-per-batch leaf's last word
                 self.one_shot_stats.append(msg.leaf_stats)
                 child.pids = []
@@ -137,7 +141,9 @@ class Node:
                 if self.stopping is not None:   # it ended before reading STOP
                     self.stopping -= 1
                     return
-            self.apply(self.policy.child_wants(child.index, msg.want))
+            self.apply(self.policy.child_wants(child.index, msg.want, msg.idle))
+        elif tag == P.STOLEN:
+            self.apply(self.policy.on_split_answer(child.index, msg.tasks))
         elif tag == P.READY:
             child.pids.extend(p.pid for p in msg.processes)
             self.on_ready(msg)
@@ -176,6 +182,16 @@ class Node:
     def on_nomore(self) -> None:
         self.apply(self.policy.on_nomore())
 
+    def on_split_request(self, msg: P.Split) -> None:
+        """The parent asks this node for some of its subtree's work."""
+        self.apply(self.policy.on_split_request(msg.want))
+
+    def on_returned(self, msg: P.Returned) -> None:
+        """Results of split work on their way down to their owner."""
+        _mine, routes = self.policy.route(msg.results)
+        self.apply(routes)
+        self.apply(self.policy.distribute())    # a woken child may be split now
+
     def apply(self, actions) -> None:
         """Carry out the policy's decisions, in order."""
         for action in actions:
@@ -186,9 +202,18 @@ class Node:
                 if child.comm is not None:
                     self.send(child.comm, child.rank, P.NOMORE, None)
             elif isinstance(action, AskParent):
-                self.send_up(P.RESULTS, P.Results(action.results, action.amount))
+                self.send_up(P.RESULTS, P.Results(action.results, action.amount,
+                                                  idle=action.idle))
             elif isinstance(action, SendResults):
                 self.send_up(P.RESULTS, P.Results(action.results, 0))
+            elif isinstance(action, Route):
+                child = self.children[action.child]
+                self.send(child.comm, child.rank, P.RETURN, P.Returned(action.results))
+            elif isinstance(action, Split):
+                child = self.children[action.child]
+                self.send(child.comm, child.rank, P.SPLIT, P.Split(action.amount))
+            elif isinstance(action, Yield):
+                self.send_up(P.STOLEN, P.Tasks(action.tasks))
             else:
                 raise TypeError(f"unknown policy action {action!r}")
 

@@ -100,7 +100,7 @@ class ChildShare:
     """What the policy knows of one child: its size and the work it holds or wants."""
 
     __slots__ = ("role", "procs", "quota", "outstanding", "want", "asked", "waited",
-                 "last_want", "idle", "split_wait", "split_pending", "dry")
+                 "last_want", "idle", "split_wait", "split_pending", "dry", "woken")
 
     def __init__(self, role: str, procs: int, quota: int):
         self.role = role        # "router", "leaf", or "slot" (a spawn-per-batch leaf)
@@ -115,14 +115,16 @@ class ChildShare:
         self.split_wait = False  # it waits for a split of another child's work
         self.split_pending = False  # a Split sent to it is not answered yet
         self.dry = False        # it answered a Split with nothing (until it reports)
+        self.woken = False      # results went down to it since its idle request: it
+        #                         may be computing again (and can be split)
 
     def clear_want(self) -> None:
         self.want, self.asked, self.waited = 0, False, False
-        self.idle = self.split_wait = False
+        self.idle = self.split_wait = self.woken = False
 
     def splittable(self) -> bool:
         """It holds work it may hand over: tasks out, and not itself out of work."""
-        return (self.outstanding > 0 and not self.idle and not self.dry
+        return (self.outstanding > 0 and (not self.idle or self.woken) and not self.dry
                 and self.role != "slot")
 
 
@@ -169,6 +171,8 @@ class StealPolicy:
         for c in self.children:
             if c.outstanding == 0 and c.want == 0:
                 c.want, c.asked, c.waited = c.quota, False, False
+                c.idle = True       # it holds nothing: a split may serve it
+                c.split_pending = c.dry = False     # whatever it said in a past round
 
     def on_tasks(self, tasks) -> list:
         """Tasks from the parent (or the root's expansion); idle children get a share."""
@@ -203,10 +207,17 @@ class StealPolicy:
         if want:
             c = self.children[k]
             c.want, c.asked, c.waited = want, True, False
-            c.idle, c.split_wait = idle, False
+            c.idle, c.split_wait, c.woken = idle, False, False
             c.last_want = want
             if idle:
+                voided = c.split_pending
                 c.split_pending = c.dry = False
+                if voided and self.split_up:    # the split it owed the parent is void
+                    out: list = []
+                    if not self._split_a_child(self.split_up, (), out):
+                        self.split_up = 0
+                        out.append(Yield([]))
+                    return out + self.distribute()
         return self.distribute()
 
     def on_child_results(self, k: int, count: int, want: int, idle: bool = False) -> list:
@@ -248,6 +259,13 @@ class StealPolicy:
         self.pool.extend(tasks)
         return self.distribute()
 
+    def results_from(self, k: int, results) -> tuple:
+        """Child ``k`` sent ``results``: its outstanding work shrinks by those this
+        node counted (a split spawn its own subtree ran and owns was never counted
+        here); returns ``route(results)``."""
+        self.child_returned(k, self._counted(k, results))
+        return self.route(results)
+
     def route(self, results) -> list:
         """Where results from a child go: ``(mine, actions)``. ``mine`` are the root's
         tasks' results (kept, or sent up with the next request); a split task's result
@@ -263,6 +281,10 @@ class StealPolicy:
             else:
                 up.append(r)
         actions = [Route(k, rs) for k, rs in down.items()]
+        for k in down:
+            c = self.children[k]
+            if c.idle and c.outstanding:
+                c.woken = True      # a leaf waiting at sync may resume with these
         if up:
             actions.append(SendResults(up))
         return mine, actions
@@ -297,7 +319,9 @@ class StealPolicy:
         out: list = []
         if self.stopped:
             return out
-        wanting = [k for k, c in enumerate(self.children) if c.want > 0]
+        # a woken child (results went down to it while it waited) is computing
+        # again: its request waits until it sends a new one; meanwhile it may be split
+        wanting = [k for k, c in enumerate(self.children) if c.want > 0 and not c.woken]
         if wanting and self.pool:
             total_want = sum(self.children[k].want for k in wanting)
             avail = len(self.pool)
@@ -320,16 +344,15 @@ class StealPolicy:
                 self._ask_parent(out)
             else:
                 hungry = [k for k in wanting if self.children[k].idle]
-                waits = bool(hungry) and (
-                    self._split_a_child(sum(self.children[k].want for k in hungry),
-                                        hungry, out)
-                    or self._ask_parent_idle(hungry, out))
-                if waits:
-                    for k in hungry:
-                        self.children[k].split_wait = True
+                if hungry and not self._split_a_child(
+                        sum(self.children[k].want for k in hungry), hungry, out,
+                        wanted=len(hungry)):
+                    self._ask_parent_idle(hungry, out)
+                for k in hungry:
+                    self.children[k].split_wait = True
                 if not self.feeding:        # more tasks may still come: let them wait
                     for k in wanting:
-                        if not (waits and self.children[k].idle):
+                        if not self.children[k].idle or self._quiet(k):
                             self._refuse(k, out)
         if not self.exhausted and len(self.pool) < self.low_water():
             self._ask_parent(out)
@@ -347,37 +370,53 @@ class StealPolicy:
         c.outstanding += self._counted(k, tasks)
         return Give(k, tasks)
 
-    def _split_a_child(self, amount: int, besides, out: list) -> bool:
-        """Make sure a busy child (not one of ``besides``) is splitting its work:
-        True if one already is or was just asked (the requests wait for its answer),
-        False if no child can be split."""
+    def _split_a_child(self, amount: int, besides, out: list, wanted: int = 1) -> bool:
+        """Make sure ``wanted`` busy children (not of ``besides``) are splitting their
+        work: True if any is (the requests wait for the answers), False if no child
+        can be split. A child whose split is pending is not asked again, and does
+        not hold the others back: it may be waiting itself."""
+        pending = 0
         best = None
         for k, c in enumerate(self.children):
             if k in besides or not c.splittable():
                 continue
             if c.split_pending:
-                return True
-            if best is None or c.outstanding > self.children[best].outstanding:
+                pending += 1
+            elif best is None or c.outstanding > self.children[best].outstanding:
                 best = k
-        if best is None:
-            return False
+        if pending >= wanted or best is None:
+            return pending > 0
         self.children[best].split_pending = True
         out.append(Split(best, max(1, amount)))
         return True
 
-    def _ask_parent_idle(self, hungry, out: list) -> bool:
+    def _ask_parent_idle(self, hungry, out: list) -> None:
         """No child can be split: ask the parent, which may split this node's
         siblings (unless it already said there is no work outside)."""
-        if not self.has_parent or self.split_refused:
-            return False
-        if not self.requested:
+        if self.has_parent and not self.split_refused and not self.requested:
             self._ask_parent(out, idle=True)
+
+    def _quiet(self, k: int) -> bool:
+        """Child ``k``'s idle request can be refused: no work is left that could ever
+        be split for it. Nothing is out in any other child, nor in ``k`` if it is a
+        leaf (waiting at ``sync`` for stolen work: refused, it would ask no more this
+        round, and it resumes when the result comes), and the parent has said there
+        is nothing outside (the root: there is no outside). Until then it waits
+        (parked), sending nothing: the next split or result serves it."""
+        if self.has_parent and not self.split_refused:
+            return False
+        for j, c in enumerate(self.children):
+            if c.outstanding > 0 and (j != k or c.role != "router"):
+                return False
         return True
 
     def _refuse(self, k: int, out: list) -> None:
+        """"No more" for child ``k``'s request. Only an idle request refused is a
+        failed steal: a refused refill (prefetch) only means "not from here, yet"."""
         c = self.children[k]
         if c.asked:
-            self.counters["steals_failed"] += 1
+            if c.idle:
+                self.counters["steals_failed"] += 1
             out.append(Refuse(k))
         c.clear_want()
 
@@ -397,11 +436,13 @@ class StealPolicy:
         out.append(AskParent(results, self.ask_amount(), idle))
 
     def _maybe_go_idle(self, out: list) -> None:
-        """A router whose subtree ran dry sends its results up in one message."""
-        if (not self.has_parent or not self.exhausted or self.requested or self.pool
-                or not self.results):
+        """A router whose subtree holds no work sends its results up in one message,
+        even with a request of its own outstanding: the root's accounting (and the
+        end of the round) waits for them, and an idle subtree makes no new request
+        that could carry them."""
+        if not self.has_parent or self.pool or not self.results:
             return
-        if any(c.outstanding or c.want for c in self.children):
+        if any(c.outstanding for c in self.children):
             return
         results, self.results = self.results, []
         out.append(SendResults(results))

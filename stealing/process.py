@@ -57,6 +57,11 @@ class Status:
     def task(self, tid: int) -> None:
         struct.pack_into("<q", self.buf, 0, tid)
 
+    @property
+    def current(self) -> int:
+        """The task id last written (-1: none)."""
+        return struct.unpack_from("<q", self.buf, 0)[0]
+
     def role(self, role: str) -> None:
         self.buf[9] = 1 if role == "router" else 2
 

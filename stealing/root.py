@@ -153,7 +153,8 @@ class RootScheduler:
         if node.policy.feeding:
             node.apply(node.policy.stop_feeding())
         while len(node.collected) < total:
-            if local_table and node.startup_end is None and node.policy.pool:
+            if local_table and node.startup_end is None and node.policy.pool \
+                    and type(node.policy.pool[-1][0]) is int:     # not split work
                 self.check_lost()
                 got = node.mailbox.poll(node.comms)
                 if got is None:

@@ -26,7 +26,8 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     params = StealParams(**init["params"])
     config = {k: v for k, v in init.items()
               if k not in ("role", "plan", "status", "shm")}   # what children inherit
-    node = Router(MPI, mailbox, meter, params, config, parent=parent)
+    node = Router(MPI, mailbox, meter, params, config, parent=parent,
+                  path=init.get("path", ()))
     node.policy.own_quota = max(1, plan["tasks"])   # what it asks for at least
     if init.get("latency_ms"):
         mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
@@ -44,6 +45,10 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
             node.add_tasks(msg.tasks)
         elif tag == P.NOMORE:
             node.on_nomore()
+        elif tag == P.SPLIT:
+            node.on_split_request(msg)
+        elif tag == P.RETURN:
+            node.on_returned(msg)
         elif tag == P.JOB:
             node.start_job(msg)
         elif tag == P.STATS_REQ:

@@ -7,10 +7,14 @@ Steal counters, counted where the request is answered or sent:
   empty): a steal that leaves the subtree, across clusters at the top of the tree;
 * ``steals_after_remote`` — a leaf's request answered with tasks that a remote steal
   brought (the leaf waited for the round trip);
+* ``steals_split`` — a leaf's request answered with work split off a busy leaf (its
+  queued tasks or the oldest spawns of its running task);
 * ``steals_failed`` — a request answered "no more".
 
-So the batches leaves received = initial batches + ``steals_local`` +
-``steals_after_remote``.
+So the batches leaves received = first batches (one per leaf that got work) +
+``steals_local`` + ``steals_after_remote`` + ``steals_split``. Leaves also count
+``split_given`` (spawns and queued tasks they handed over) and ``split_tasks`` (split
+work they ran, included in ``tasks``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import socket
 import time
 
 TOTAL_KEYS = ("spawns", "batches", "steals_local", "steals_remote", "steals_after_remote",
-              "steals_failed")
+              "steals_split", "steals_failed", "split_tasks", "split_given")
 
 
 def new_record(role: str, cluster: str = "local") -> dict:
@@ -28,7 +32,8 @@ def new_record(role: str, cluster: str = "local") -> dict:
     return {"role": role, "cluster": cluster, "host": socket.gethostname(),
             "pid": os.getpid(), "cpu_s": 0.0, "tasks": 0, "busy_s": 0.0, "idle_s": 0.0,
             "spawns": 0, "batches": 0, "steals_local": 0, "steals_remote": 0,
-            "steals_after_remote": 0, "steals_failed": 0}
+            "steals_after_remote": 0, "steals_split": 0, "steals_failed": 0,
+            "split_tasks": 0, "split_given": 0}
 
 
 class Meter:
@@ -65,7 +70,7 @@ def format_stats(stats: dict) -> str:
         f"start-up {stats['startup_s']:.3f} s, {stats['spawns']} spawns, "
         f"{stats['tasks']} tasks in {stats['batches']} batches; steals: "
         f"{stats['steals_local']} local, {stats['steals_remote']} remote, "
-        f"{stats['steals_failed']} failed",
+        f"{stats.get('steals_split', 0)} split, {stats['steals_failed']} failed",
         f"{'role':<7}{'cluster':<10}{'host':<16}{'pid':>8}{'tasks':>8}{'batches':>8}"
         f"{'busy s':>9}{'idle s':>9}{'cpu s':>9}",
     ]

@@ -56,7 +56,8 @@ def test_initial_shares_are_figure_5_4():
             policy.add_child(kid.role, kid.procs, kid.tasks)
         tasks = list(range(sum(kid.tasks for kid in node.children)))
         actions = policy.on_tasks(tasks)
-        assert [a.tasks for a in actions] == _slices(tasks, [k.tasks for k in node.children])
+        assert [a.tasks for a in actions] == _slices(tasks,
+                                                     [k.tasks for k in node.children])
         seen[node.procs] = [len(a.tasks) for a in actions]
         assert not policy.pool
     assert seen == {14: [220, 220], 7: [80, 30], 4: [20, 20], 3: [5, 5, 5], 2: [5, 5]}
@@ -89,16 +90,18 @@ def test_remote_steal_when_the_pool_is_empty_one_request_outstanding():
     # the pool is empty: ask the parent, with the results so far, for 2 x (5 + 5)
     assert policy.on_child_results(0, 5, 5) == [AskParent(["r0", "r1"], 20)]
     policy.keep_results(["r2"])
-    assert policy.on_child_results(1, 5, 5) == []       # one request at a time
+    # one request at a time; the subtree holds nothing now, so r2 goes up at once
+    assert policy.on_child_results(1, 5, 5) == [SendResults(["r2"])]
     assert policy.counters["steals_remote"] == 1 and policy.requested
     clock.t += 0.01
     assert policy.on_tasks(list(range(100, 120))) == [Give(0, [100, 101, 102, 103, 104]),
                                                       Give(1, [105, 106, 107, 108, 109])]
     assert policy.rtt == pytest.approx(0.01)
     assert policy.counters == {"steals_local": 0, "steals_remote": 1,
-                               "steals_after_remote": 2, "steals_split": 0, "steals_failed": 0,
+                               "steals_after_remote": 2, "steals_split": 0,
+                               "steals_failed": 0,
                                "remote_pool_max": 0, "low_water": 0}
-    assert policy.results == ["r2"]                      # goes up with the next request
+    assert policy.results == []
 
 
 def test_prefetch_asks_at_the_low_water_mark_sized_by_the_round_trip():
@@ -141,20 +144,47 @@ def test_blocking_asks_only_when_a_child_finds_the_pool_empty():
 
 
 def test_failed_steal_when_the_parent_is_exhausted():
+    """Leaves that ran dry (idle requests) find the pool empty: the router asks its
+    parent for a refill, then to split elsewhere; "no more" to that fails both."""
     policy = router()
     policy.on_tasks(list(range(10)))
     policy.keep_results(["a"])
-    assert policy.on_child_results(0, 5, 5) == [AskParent(["a"], 20)]
-    assert policy.on_nomore() == [Refuse(0)]
+    assert policy.on_child_results(0, 5, 5, idle=True) == [AskParent(["a"], 20)]
     policy.keep_results(["b"])
-    # the last child's request fails too, and the idle subtree's results go up
-    assert policy.on_child_results(1, 5, 5) == [Refuse(1), SendResults(["b"])]
+    # one request at a time; nothing is out below: the results go up at once
+    assert policy.on_child_results(1, 5, 5, idle=True) == [SendResults(["b"])]
+    # no refill, and no leaf holds work to split: the parent may split elsewhere
+    assert policy.on_nomore() == [AskParent([], 20, True)]
+    assert [c.split_wait for c in policy.children] == [True, True]   # parked
+    # nothing anywhere: both requests fail, one failed steal each
+    assert policy.on_nomore() == [Refuse(0), Refuse(1)]
     assert policy.on_child_results(0, 0, 0) == []        # nothing asks any more
-    assert policy.counters == {"steals_local": 0, "steals_remote": 1,
+    assert policy.counters == {"steals_local": 0, "steals_remote": 2,
                                "steals_after_remote": 0, "steals_split": 0,
                                "steals_failed": 2,
                                "remote_pool_max": 0, "low_water": 0}
     assert not policy.busy()
+
+
+def test_a_refused_refill_is_no_failed_steal():
+    """A refill (a leaf's prefetch: it still has work) that meets an exhausted router
+    is told "no more" at once, but only the leaf's idle request, when it runs dry,
+    counts as a failed steal; the idle subtree's results go up with the last one."""
+    policy = router()
+    policy.on_tasks(list(range(10)))
+    policy.keep_results(["a"])
+    assert policy.on_child_results(0, 3, 5) == [AskParent(["a"], 20)]
+    assert policy.on_nomore() == [Refuse(0)]
+    assert policy.on_child_results(1, 4, 5) == [Refuse(1)]
+    assert steals(policy) == counts(steals_remote=1)
+    # the parent refused a refill, not an idle request: the router may still ask it
+    assert not policy.split_refused
+    assert policy.on_child_results(0, 2, 5, idle=True) == [Split(1, 5)]
+    assert policy.on_child_results(1, 1, 5, idle=True) == [AskParent([], 20, True)]
+    policy.keep_results(["b"])
+    assert policy.on_nomore() == [Refuse(0), Refuse(1), SendResults(["b"])]
+    assert steals(policy) == counts(steals_remote=2, steals_failed=2)
+    assert outstanding(policy) == [0, 0] and not policy.busy()
 
 
 def test_no_more_is_held_back_while_the_root_is_still_feeding():
@@ -166,9 +196,14 @@ def test_no_more_is_held_back_while_the_root_is_still_feeding():
     assert policy.on_tasks([10, 11, 12, 13, 14]) == [Give(0, [10, 11, 12])]
     assert policy.on_child_results(1, 5, 5) == [Give(1, [13])]
     assert policy.on_child_results(0, 3, 5) == [Give(0, [14])]
-    assert policy.on_child_results(1, 1, 5) == []        # held back again
-    assert policy.stop_feeding() == [Refuse(1)]          # the round has every task now
-    assert policy.on_child_results(0, 1, 5) == [Refuse(0)]
+    assert policy.on_child_results(1, 1, 5) == []        # held back again (a refill)
+    assert policy.on_child_results(0, 1, 5, idle=True) == []    # and an idle request
+    # the round has every task now: leaf 0's idle request fails (a failed steal),
+    # leaf 1's refill is refused without counting
+    assert policy.stop_feeding() == [Refuse(0), Refuse(1)]
+    assert steals(policy) == counts(steals_local=3, steals_failed=1)
+    # leaf 1 runs dry: its idle request is its round's one failed steal
+    assert policy.on_child_results(1, 0, 5, idle=True) == [Refuse(1)]
     assert policy.counters == {"steals_local": 3, "steals_remote": 0,
                                "steals_after_remote": 0, "steals_split": 0,
                                "steals_failed": 2}
@@ -207,8 +242,8 @@ def test_stopping_gives_nothing():
 
 
 @pytest.mark.parametrize("remote, batches, local, after_remote, asked", [
-    ("blocking", 36, 20, 12, 9),
-    ("prefetch", 35, 24, 7, 9),         # asking early: fewer leaves wait for the parent
+    ("blocking", 36, 20, 12, 11),
+    ("prefetch", 35, 24, 7, 11),        # asking early: fewer leaves wait for the parent
 ])
 def test_counters_add_up_over_a_whole_round(remote, batches, local, after_remote, asked):
     """A root, two routers of two leaves, messages delivered in order: every task comes
@@ -217,58 +252,141 @@ def test_counters_add_up_over_a_whole_round(remote, batches, local, after_remote
     assert sorted(tasks) == list(range(100))
     assert (leaf_batches, counts["local"], counts["after_remote"], counts["remote"]) == \
         (batches, local, after_remote, asked)
+    assert counts["split"] == 0                          # a leaf holds no batch to split
     assert leaf_batches == 4 + counts["local"] + counts["after_remote"]
     assert counts["root_failed"] == 2                    # one per router
     assert counts["router_failed"] == 4                  # one per leaf
+    assert counts["idle_at_end"]
 
 
-def simulate(total: int, remote: str):
-    """Run one round through three levels of policies; leaves solve a batch at once and
-    ask for 5 more. Returns (results at the root, batches leaves got, counters)."""
+@pytest.mark.parametrize("remote, speeds, batches, split", [
+    ("blocking", None, 36, 0),
+    ("prefetch", None, 35, 0),
+    ("blocking", (1, 1, 1, 1), 27, 0),
+    ("prefetch", (1, 1, 100, 100), 25, 2),  # slow router 0 yields for router 1's leaves
+])
+def test_steal_counters_identity_over_a_round(remote, speeds, batches, split):
+    """Over a whole round, each leaf's batches are its first share plus one steal each
+    (local, after remote or split), and each leaf that got work ends the round with
+    exactly one failed steal: its idle request refused once the tree is quiet."""
+    quota = 5 if speeds is None else 20
+    tasks, leaf_batches, counts = simulate(100, remote, quota, speeds)
+    assert sorted(tasks) == list(range(100))
+    assert (leaf_batches, counts["split"]) == (batches, split)
+    assert counts["first"] == 4
+    assert leaf_batches == counts["first"] + counts["local"] + counts["after_remote"] + \
+        counts["split"]
+    assert counts["router_failed"] == counts["first"]
+    assert counts["failed_per_leaf"] == [1, 1, 1, 1]
+    assert counts["root_failed"] == 2
+    assert counts["idle_at_end"]
+
+
+class SimLeaf:
+    """A leaf of ``simulate``, as ``stealing.leaf`` behaves towards its router: it
+    solves ``speed`` tasks a turn (all it holds when None), prefetches (asks for 5
+    more, a refill) once half its batch is done, and asks idle when it runs dry with
+    no request out; a refused idle request ends its round. A SPLIT takes the newest
+    half of its queue when it holds two tasks or more, else it stays unanswered (owed,
+    then voided by the leaf's idle request)."""
+
+    def __init__(self, r, k, speed):
+        self.r, self.k, self.speed = r, k, speed
+        self.tasks: deque = deque()
+        self.results: list = []
+        self.batch_len = 0
+        self.requested = self.exhausted = self.asked_idle = self.refused_idle = False
+        self.failed = 0         # its idle requests refused
+
+
+def simulate(total: int, remote: str, quota: int = 5, speeds=None):
+    """Run one round through three levels of policies, messages and leaf turns in one
+    queue in order. Returns (results at the root, batches leaves got, counters)."""
     top = root([("router", 2, 20), ("router", 2, 20)])
-    routers = [router(remote=remote, own_quota=20) for _ in range(2)]
+    routers = [router(remote=remote, quota=quota, own_quota=20) for _ in range(2)]
+    speeds = speeds or (None,) * 4
+    leaves = {(r, k): SimLeaf(r, k, speeds[2 * r + k] or total)
+              for r in range(2) for k in range(2)}
     queue: deque = deque()
-    collected, batches = [], 0
+    collected, batches, got_work = [], 0, set()
 
     def from_root(actions):
-        for a in actions:
-            queue.append(("router", a.child, type(a), getattr(a, "tasks", None)))
+        queue.extend(("router", a.child, a) for a in actions)
 
     def from_router(r, actions):
         nonlocal batches
         for a in actions:
             if isinstance(a, Give):
                 batches += 1
-                queue.append(("leaf", (r, a.child), Give, a.tasks))
-            elif isinstance(a, Refuse):
-                queue.append(("leaf", (r, a.child), Refuse, None))
+                got_work.add((r, a.child))
+            if isinstance(a, (Give, Refuse, Split)):
+                queue.append(("leaf", leaves[r, a.child], a))
             else:
-                amount = a.amount if isinstance(a, AskParent) else 0
-                queue.append(("root", r, a.results, amount))
+                queue.append(("root", r, a))
+
+    def ask(leaf, idle):
+        routers[leaf.r].keep_results(leaf.results)
+        n, leaf.results = len(leaf.results), []
+        leaf.requested, leaf.asked_idle = True, idle
+        from_router(leaf.r, routers[leaf.r].on_child_results(leaf.k, n, 5, idle=idle))
+
+    def turn(leaf):
+        for _ in range(min(leaf.speed, len(leaf.tasks))):
+            leaf.results.append(leaf.tasks.popleft())
+        if leaf.tasks:
+            queue.append(("leaf", leaf, None))              # its next turn
+        if not (leaf.requested or leaf.exhausted) and \
+                len(leaf.tasks) <= leaf.batch_len // 2:
+            ask(leaf, idle=False)
+        elif not (leaf.tasks or leaf.requested or leaf.refused_idle):
+            ask(leaf, idle=True)
+
+    def at_leaf(leaf, a):
+        if a is None:
+            turn(leaf)
+        elif isinstance(a, Give):
+            leaf.tasks.extend(a.tasks)
+            leaf.batch_len = len(a.tasks)
+            leaf.requested = leaf.exhausted = leaf.refused_idle = False
+            turn(leaf)
+        elif isinstance(a, Refuse):
+            leaf.refused_idle = leaf.asked_idle
+            leaf.failed += leaf.asked_idle
+            leaf.requested, leaf.exhausted = False, True
+            if not (leaf.tasks or leaf.refused_idle):
+                ask(leaf, idle=True)
+        elif len(leaf.tasks) > 1:                           # a Split
+            given = [leaf.tasks.pop()
+                     for _ in range(min(a.amount, (len(leaf.tasks) + 1) // 2))][::-1]
+            from_router(leaf.r, routers[leaf.r].on_split_answer(leaf.k, given))
 
     from_root(top.on_tasks(list(range(total))))
     while queue:
-        where, who, *rest = queue.popleft()
-        if where == "root":
-            results, amount = rest
-            collected.extend(results)
-            from_root(top.on_child_results(who, len(results), amount))
+        where, who, a = queue.popleft()
+        if where == "leaf":
+            at_leaf(who, a)
         elif where == "router":
-            kind, payload = rest
             policy = routers[who]
-            from_router(who, policy.on_tasks(payload) if kind is Give
-                        else policy.on_nomore())
-        elif rest[0] is Give:                            # a leaf solves its batch
-            r, k = who
-            routers[r].keep_results(rest[1])
-            from_router(r, routers[r].on_child_results(k, len(rest[1]), 5))
+            from_router(who, policy.on_tasks(a.tasks) if isinstance(a, Give)
+                        else policy.on_nomore() if isinstance(a, Refuse)
+                        else policy.on_split_request(a.amount))
+        elif isinstance(a, Yield):
+            from_root(top.on_split_answer(who, a.tasks))
+        else:                                           # AskParent or SendResults
+            collected.extend(a.results)
+            amount, idle = (a.amount, a.idle) if isinstance(a, AskParent) else (0, False)
+            from_root(top.on_child_results(who, len(a.results), amount, idle=idle))
     counters = [p.counters for p in routers]
     return collected, batches, {
         "local": sum(c["steals_local"] for c in counters),
         "after_remote": sum(c["steals_after_remote"] for c in counters),
+        "split": sum(c["steals_split"] for c in counters),
         "remote": sum(c["steals_remote"] for c in counters),
         "root_failed": top.counters["steals_failed"],
         "router_failed": sum(c["steals_failed"] for c in counters),
+        "first": len(got_work),
+        "failed_per_leaf": [leaf.failed for leaf in leaves.values()],
+        "idle_at_end": not any(p.busy() for p in routers + [top]),
     }
 
 
@@ -328,23 +446,27 @@ def test_a_refill_request_never_splits():
     policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
     policy.on_tasks([job(i) for i in range(10)])
     assert policy.on_child_results(1, 3, 5) == [Refuse(1)]   # leaf 0 busy: not split
-    assert steals(policy) == counts(steals_failed=1)
+    assert steals(policy) == counts()            # a refused refill is no failed steal
     assert outstanding(policy) == [5, 2]
     assert not any(c.split_pending for c in policy.children)
+    # once leaf 1 has run dry, its idle request splits leaf 0
+    assert policy.on_child_results(1, 2, 5, idle=True) == [Split(0, 5)]
 
 
 def test_a_child_that_splits_nothing_is_dry_until_it_returns_results():
     policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
     policy.on_tasks([job(i) for i in range(10)])
     assert policy.on_child_results(1, 5, 5, idle=True) == [Split(0, 5)]
-    # nothing to hand over, and no other child to split: the waiting leaf is refused
-    assert policy.on_split_answer(0, []) == [Refuse(1)]
+    # nothing to hand over, and no other child to split: leaf 0 still holds work, so
+    # the waiting leaf is parked (no answer), not refused
+    assert policy.on_split_answer(0, []) == []
     assert policy.children[0].dry and outstanding(policy) == [5, 0]
-    assert policy.on_child_results(1, 0, 5, idle=True) == [Refuse(1)]    # still dry
-    assert policy.on_child_results(0, 1, 0) == []        # leaf 0 reports a result
+    assert policy.children[1].split_wait and policy.children[1].want == 5
+    assert policy.on_child_results(1, 0, 5, idle=True) == []     # still dry: parked
+    # leaf 0 reports a result: no longer dry, it is split for the parked leaf at once
+    assert policy.on_child_results(0, 1, 0) == [Split(0, 5)]
     assert not policy.children[0].dry
-    assert policy.on_child_results(1, 0, 5, idle=True) == [Split(0, 5)]
-    assert steals(policy) == counts(steals_failed=2)
+    assert steals(policy) == counts()
 
 
 def test_a_dry_child_is_passed_over_for_another_busy_one():
@@ -453,10 +575,11 @@ def test_a_router_asks_its_parent_idle_once_until_no_more():
     # it has nothing: no child can be split, ask the parent to split elsewhere
     assert policy.on_split_answer(0, []) == [AskParent([(6, "r6")], 20, True)]
     policy.keep_results([(0, "r0")])
-    assert policy.on_child_results(0, 5, 5, idle=True) == []     # asked already
+    # asked already; nothing is out below any more: the results go up at once
+    assert policy.on_child_results(0, 5, 5, idle=True) == [SendResults([(0, "r0")])]
     assert steals(policy) == counts(steals_remote=2)
-    # nothing anywhere: both refused, the idle subtree's results go up
-    assert policy.on_nomore() == [Refuse(0), Refuse(1), SendResults([(0, "r0")])]
+    # nothing anywhere: both refused
+    assert policy.on_nomore() == [Refuse(0), Refuse(1)]
     assert policy.on_child_results(1, 0, 5, idle=True) == [Refuse(1)]  # no new ask
     assert steals(policy) == counts(steals_remote=2, steals_failed=3)
     # new tasks from the parent: it may be asked again
@@ -476,8 +599,9 @@ def test_a_routers_idle_request_splits_its_siblings_a_refill_does_not():
     stolen = [job(8), job(9), spawn((0, 1), 1)]
     assert policy.on_split_answer(0, stolen) == [Give(1, stolen)]
     assert outstanding(policy) == [8, 3]
-    # a router's batch is no leaf's steal: router 1 counts it when its leaf gets it
-    assert steals(policy) == counts(steals_failed=1)
+    # the refused refill is no failed steal, and a router's batch is no leaf's steal:
+    # router 1 counts it when its leaf gets it
+    assert steals(policy) == counts()
 
 
 def test_a_leaf_served_by_a_split_higher_up_counts_at_its_router():
@@ -506,8 +630,9 @@ def test_two_idle_leaves_share_one_split_each_batch_a_split_steal():
 
 def test_counters_add_up_over_a_round_with_splits():
     """A router (path (0,)) of three leaves through one round, every message in order:
-    the leaves' batches = initial shares + local + after-remote + split steals, and
-    the round ends with nothing outstanding."""
+    the leaves' batches = initial shares + local + after-remote + split steals, each
+    leaf's last (idle) request is its one failed steal, and the round ends with
+    nothing outstanding."""
     policy = router(leaves=3, quota=2, own_quota=6)
     policy.path = (0,)
     batches = []
@@ -539,14 +664,207 @@ def test_counters_add_up_over_a_round_with_splits():
     assert step(policy.on_child_results(0, 1, 2, idle=True)) == [Split(1, 2)]
     assert step(policy.on_split_answer(1, [])) == [Split(2, 2)]
     assert step(policy.on_split_answer(2, [])) == [AskParent([], 12, True)]
-    assert step(policy.on_nomore()) == [Refuse(0)]
-    assert step(policy.on_child_results(2, 1, 2, idle=True)) == [Refuse(2)]
+    # nothing outside either, but leaves 1 and 2 still hold work: leaf 0 is parked
+    assert step(policy.on_nomore()) == [] and policy.children[0].split_wait
+    # leaf 2 is done too; leaf 1 still runs task 7
+    assert step(policy.on_child_results(2, 1, 2, idle=True)) == []
     policy.keep_results([(7, "r7")])
+    # the last result: the subtree is quiet, every leaf's idle request fails at once
     assert step(policy.on_child_results(1, 1, 2, idle=True)) == [
-        Refuse(1), SendResults([(7, "r7")])]
+        Refuse(0), Refuse(1), Refuse(2), SendResults([(7, "r7")])]
     assert outstanding(policy) == [0, 0, 0] and not policy.busy() and not policy.pool
     c = steals(policy)
     assert c == counts(steals_local=4, steals_after_remote=1, steals_split=2,
                        steals_remote=3, steals_failed=3)
     assert len(batches) == 10 == 3 + c["steals_local"] + c["steals_after_remote"] + \
         c["steals_split"]
+
+
+def test_a_leaf_running_its_own_split_spawn_leaves_its_count_alone():
+    """Work a leaf split off can come back to it (nobody else took it); its result
+    then comes up from the leaf itself. It was never counted as given, so it must not
+    be counted as returned: a negative count made the leaf look busy forever, and it
+    got no share of the next round (a hang found in a kept runtime)."""
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
+    # one task, to leaf 0; leaf 1, with nothing, waits for a split of leaf 0's work
+    assert policy.on_tasks([(0, b"t0")]) == [Give(0, [(0, b"t0")]), Split(0, 5)]
+    own = (((0,), 3), b"spawn")
+    assert policy.on_split_answer(0, [own]) == [Give(1, [own])]
+    # leaf 1 is gone on to other work; the spawn comes back and leaf 0 takes it
+    policy.children[1].outstanding = 0
+    policy.pool.append(own)
+    policy.children[0].want, policy.children[0].asked = 5, True
+    assert policy.distribute() == [Give(0, [own])]
+    assert policy.children[0].outstanding == 1          # the root task only
+    mine, routes = policy.results_from(0, [(((0,), 3), b"value")])
+    assert mine == [] and routes == [Route(0, [(((0,), 3), b"value")])]
+    assert policy.children[0].outstanding == 1
+    mine, routes = policy.results_from(0, [(0, b"root result")])
+    assert mine == [(0, b"root result")] and routes == []
+    assert policy.children[0].outstanding == 0
+    policy.begin_round()
+    assert policy.children[0].want == 5                  # it gets the next round's share
+
+
+# parking: an idle request waits while work that could serve it is still out ----------
+
+def parked_behind_a_dry_leaf():
+    """A root of two leaves: leaf 1 ran dry, leaf 0 still holds its 5 tasks but
+    answered the split with nothing (it is dry), so nothing can be split for leaf 1."""
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
+    policy.on_tasks([job(i) for i in range(10)])
+    assert policy.on_child_results(1, 5, 5, idle=True) == [Split(0, 5)]
+    assert policy.on_split_answer(0, []) == []
+    return policy
+
+
+def test_an_idle_leaf_is_parked_while_another_holds_work():
+    policy = parked_behind_a_dry_leaf()
+    assert policy.children[1].split_wait and policy.children[1].want == 5
+    assert policy.child_wants(1, 5, idle=True) == []     # asks again: still parked
+    assert outstanding(policy) == [5, 0] and policy.busy()
+    assert steals(policy) == counts()
+
+
+def test_a_parked_leaf_is_served_by_the_busy_leafs_next_split():
+    policy = parked_behind_a_dry_leaf()
+    # leaf 0 returns two results with a refill: no longer dry, it is split for the
+    # parked leaf; its own refill finds nothing and is refused (no failed steal)
+    assert policy.on_child_results(0, 2, 5) == [Split(0, 5), Refuse(0)]
+    assert policy.on_split_answer(0, [job(3), job(4)]) == [Give(1, [job(3), job(4)])]
+    assert outstanding(policy) == [1, 2]
+    assert steals(policy) == counts(steals_split=1)
+
+
+def test_a_parked_leaf_is_refused_once_the_busy_leaf_is_idle_too():
+    policy = parked_behind_a_dry_leaf()
+    # leaf 0 returns all its results and runs dry: nothing is out, both requests fail
+    assert policy.on_child_results(0, 5, 5, idle=True) == [Refuse(0), Refuse(1)]
+    assert steals(policy) == counts(steals_failed=2)     # one per leaf
+    assert outstanding(policy) == [0, 0] and not policy.busy()
+
+
+def test_a_leaf_waiting_at_sync_is_never_refused():
+    """Leaf 0 of router (1,) waits at sync for a spawn split off to a leaf elsewhere
+    (its task is still out): even when nothing else is out and the parent has refused
+    the router's idle request, it is not refused (refused, it would ask no more this
+    round); its idle sibling waits too, until leaf 0's task comes back."""
+    policy = router(leaves=2, quota=1)
+    policy.path = (1,)
+    t0, t1, s1 = job(0), job(1), spawn((1, 0), 1)
+    assert policy.on_tasks([t0, t1]) == [Give(0, [t0]), Give(1, [t1])]
+    assert policy.on_split_request(1) == [Split(0, 1)]
+    assert policy.on_split_answer(0, [s1]) == [Yield([s1])]
+    assert outstanding(policy) == [1, 1]                 # its own spawn: not counted
+    policy.keep_results([(1, "r1")])
+    assert policy.on_child_results(1, 1, 1, idle=True) == [AskParent([(1, "r1")], 10)]
+    assert policy.on_child_results(0, 0, 1, idle=True) == []    # at sync: waits
+    assert policy.on_nomore() == [AskParent([], 10, True)]
+    assert policy.on_nomore() == []                      # nothing outside either
+    assert policy.split_refused and outstanding(policy) == [1, 0]
+    assert policy.child_wants(0, 1, idle=True) == []     # asks again: still waits
+    # s1's result comes down; leaf 0 resumes, and then returns its task's result
+    assert policy.route([(s1[0], "v1")]) == ([], [Route(0, [(s1[0], "v1")])])
+    assert policy.distribute() == [Split(0, 1)]          # woken: split for leaf 1
+    policy.keep_results([(0, "r0")])
+    assert policy.on_child_results(0, 1, 1, idle=True) == [
+        Refuse(0), Refuse(1), SendResults([(0, "r0")])]
+    assert steals(policy) == counts(steals_remote=2, steals_failed=2)
+    assert outstanding(policy) == [0, 0] and not policy.busy()
+
+
+def woken_at_the_root():
+    """A root of three leaves: leaf 2 runs s1, split off leaf 0's task; leaf 1 ran dry
+    and is parked (leaves 0 and 2 answered its split with nothing); leaf 0 waits at
+    sync for s1; then s1's result comes up from leaf 2 and goes down to leaf 0."""
+    policy = root([("leaf", 1, 1), ("leaf", 1, 1), ("leaf", 1, 1)])
+    t, s1 = [job(i) for i in range(3)], spawn((0,), 1)
+    assert policy.on_tasks(t) == [Give(0, [t[0]]), Give(1, [t[1]]), Give(2, [t[2]])]
+    assert policy.on_child_results(2, 1, 1, idle=True) == [Split(0, 1)]
+    assert policy.on_split_answer(0, [s1]) == [Give(2, [s1])]
+    assert policy.on_child_results(1, 1, 1, idle=True) == [Split(0, 1)]
+    assert policy.on_split_answer(0, []) == [Split(2, 1)]
+    assert policy.on_split_answer(2, []) == []
+    assert policy.on_child_results(0, 0, 1, idle=True) == []    # at sync
+    assert outstanding(policy) == [1, 0, 1]
+    assert not policy.children[0].splittable()          # idle: nothing to split
+    assert policy.results_from(2, [(s1[0], "v1")]) == ([], [Route(0, [(s1[0], "v1")])])
+    return policy
+
+
+def test_a_result_routed_to_a_leaf_at_sync_wakes_it():
+    policy = woken_at_the_root()
+    assert policy.children[0].woken and policy.children[0].splittable()
+    assert not policy.children[2].woken                  # it sent the result
+    # a result for a leaf that is not idle wakes nothing
+    policy = root([("leaf", 1, 1), ("leaf", 1, 1)])
+    s1 = spawn((0,), 1)
+    policy.on_tasks([job(0), s1])
+    assert policy.route([(s1[0], "v1")]) == ([], [Route(0, [(s1[0], "v1")])])
+    assert not policy.children[0].woken
+    # the woken leaf's next request (it ran dry again) puts it back to sleep
+    policy = woken_at_the_root()
+    assert policy.child_wants(0, 1, idle=True) == []
+    assert not policy.children[0].woken and not policy.children[0].splittable()
+
+
+def test_a_parked_leaf_splits_a_woken_sibling():
+    """Rule: a woken leaf may be computing again and can be split; the parked leaf's
+    next distribute (leaf 2's request after its result, as Node handles RESULTS)
+    asks it for work."""
+    policy = woken_at_the_root()
+    actions = policy.child_wants(2, 0)
+    assert [(type(a), a.child) for a in actions] == [(Split, 0)]
+
+
+def parked_below_a_router():
+    """A router whose two leaves ran dry, with nothing left out below it: it asked its
+    parent for a refill, then (no more) to split elsewhere; the leaves wait."""
+    policy = router(leaves=2, quota=5, own_quota=10)
+    policy.on_tasks([job(i) for i in range(10)])
+    policy.keep_results([(0, "r0")])
+    assert policy.on_child_results(0, 5, 5, idle=True) == [AskParent([(0, "r0")], 20)]
+    assert policy.on_child_results(1, 5, 5, idle=True) == []     # asked already
+    assert policy.on_nomore() == [AskParent([], 20, True)]
+    # asked once: the leaves' repeated requests wait, nothing goes up again
+    assert policy.child_wants(0, 5, idle=True) == []
+    assert policy.child_wants(1, 5, idle=True) == []
+    assert [c.split_wait for c in policy.children] == [True, True]
+    assert outstanding(policy) == [0, 0] and policy.requested
+    assert steals(policy) == counts(steals_remote=2)
+    return policy
+
+
+def test_a_router_parks_its_idle_leaves_until_no_more_then_refuses_them():
+    policy = parked_below_a_router()
+    assert policy.on_nomore() == [Refuse(0), Refuse(1)]
+    assert steals(policy) == counts(steals_remote=2, steals_failed=2)
+    assert policy.split_refused and not policy.busy()
+    # a later idle request in this round is refused at once, with no new ask
+    assert policy.child_wants(1, 5, idle=True) == [Refuse(1)]
+    assert steals(policy) == counts(steals_remote=2, steals_failed=3)
+
+
+def test_a_router_gives_its_parked_leaves_the_tasks_split_for_them_elsewhere():
+    policy = parked_below_a_router()
+    stolen = [job(20), job(21), job(22), job(23)]
+    assert policy.on_tasks(stolen) == [Give(0, stolen[:2]), Give(1, stolen[2:])]
+    assert steals(policy) == counts(steals_remote=2, steals_split=2)
+    assert outstanding(policy) == [2, 2] and not policy.split_refused
+
+
+def test_a_split_voided_by_an_idle_request_still_answers_the_parent():
+    """The parent asks router to split; the router passes it to leaf 0, whose idle
+    request crosses the SPLIT (stealing.leaf ignores a SPLIT once idle). The parent
+    must still get an answer, and the router must not stay busy after the round."""
+    policy = router(leaves=2, quota=5)
+    policy.on_tasks([job(i) for i in range(10)])
+    actions = policy.on_split_request(4)
+    assert actions == [Split(0, 4)]
+    actions += policy.on_child_results(0, 5, 5, idle=True)
+    actions += policy.on_nomore()
+    actions += policy.on_child_results(1, 5, 5, idle=True)
+    actions += policy.on_nomore()
+    assert Refuse(0) in actions and Refuse(1) in actions     # the round is over
+    assert sum(isinstance(a, Yield) for a in actions) == 1
+    assert policy.split_up == 0 and not policy.busy()

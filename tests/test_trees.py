@@ -9,12 +9,14 @@ What the counters count (stealing/policy.py, stealing/leaf.py):
   once from its parent's pool.
 * ``steals_remote`` — requests a router sent to its parent because its pool ran low.
 * ``steals_after_remote`` — a leaf's request answered with tasks a remote steal brought.
-* ``steals_failed`` — steal requests answered "no more".
+* ``steals_split`` — a leaf's request answered with work split off a busy leaf (here:
+  tasks it had queued).
+* ``steals_failed`` — idle requests answered "no more" (a refused refill is not one).
 * ``tasks`` — tasks solved by a process (leaves, and the root while the leaves start).
 
 In one round where every leaf gets work, each leaf (slot, in spawn mode) and each router
-ends with exactly one failed steal: its last request finds nothing left anywhere, and
-after "no more" it asks no more in that round.
+ends with exactly one failed steal: its last (idle) request finds nothing left
+anywhere, and after "no more" it asks no more in that round.
 """
 
 import pytest
@@ -90,8 +92,10 @@ def test_persistent_tree(procs, routers):
     assert stats["batches"] == sum(p["batches"] for p in leaves)
     for parent, kids in leaf_groups(stats["processes"]):
         assert sum(k["batches"] for k in kids) == \
-            len(kids) + parent["steals_local"] + parent["steals_after_remote"]
-    assert stats["batches"] == procs + stats["steals_local"] + stats["steals_after_remote"]
+            len(kids) + parent["steals_local"] + parent["steals_after_remote"] + \
+            parent["steals_split"]
+    assert stats["batches"] == procs + stats["steals_local"] + \
+        stats["steals_after_remote"] + stats["steals_split"]
     if not routers:
         # the root is the only parent and it never waits
         assert stats["steals_after_remote"] == 0
@@ -130,7 +134,8 @@ def test_spawn_per_batch_tree(procs, routers):
     assert sum(p["processes"] for p in leaves) == stats["batches"]
     assert stats["spawns"] == routers + stats["batches"]
     assert stats["batches"] >= procs
-    assert stats["batches"] == procs + stats["steals_local"] + stats["steals_after_remote"]
+    assert stats["batches"] == procs + stats["steals_local"] + \
+        stats["steals_after_remote"] + stats["steals_split"]
 
     assert stats["steals_failed"] == procs + routers
     if routers:

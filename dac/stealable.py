@@ -1,0 +1,309 @@
+"""The context of a task on a leaf: spawns go on a deque that other leaves steal from.
+
+Satin's and Cilk's model inside one leaf process. A ``@spawn`` call above the grain
+pushes an *entry* (the call, not yet run) on the leaf's deque and returns it as a
+pending ``Future``; ``sync`` runs the newest entries here, in the order a serial run
+would (work first, LIFO), until the futures it waits for are done. A thief (another
+leaf, through the router tree) takes the *oldest* entries, which are the shallowest
+calls and so the largest pieces of work: the leaf's worker asks for them with
+``split``, and the results come back through ``deliver``. A ``sync`` on an entry that
+was stolen lets the worker run other work until its result is back (``Worker.wait``).
+
+The grain: an entry costs a few microseconds more than a plain call, so most calls
+must stay plain calls. A call becomes an entry only while the deque holds fewer than
+``keep`` entries (lazy splitting: a deque that thieves empty is refilled by the next
+spawns, a full one costs nothing), or when the worker owes a thief work. ``keep`` is
+``KEEP`` while nobody steals; every split doubles it (up to ``MAX_KEEP``), so a leaf
+that thieves keep coming to holds more, and each split hands over more; it halves
+again after ``QUIET_POLLS`` polls without a thief. Calls of a
+function with ``cutoff=`` or ``leaf=`` are always plain here: the user chose the grain.
+Every entry's run is a *scope* that waits, before it returns, for the entries made
+under it (the implicit ``sync`` at the end of a spawned call); ``sync()`` with no
+argument waits for the current scope's entries.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+
+from . import context
+from .errors import Lazy, SerializationError, SyncError, safe_repr
+from .future import _PENDING, Future
+from .serialize import dumps, dumps_function, loads
+
+KEEP = 2            # entries the deque keeps while nobody steals (see the docstring) ...
+MAX_KEEP = 64       # ... and at most, while thieves come often
+QUIET_POLLS = 50    # polls without a thief (~50 ms) after which ``keep`` halves
+POLL_S = 1e-3       # how often a running task lets its worker read messages
+
+# Interpreter frames one level of the user's recursion costs in a leaf task: the
+# user's frame, then SpawnFunction.__call__ and StealableContext.call (a plain call),
+# or sync, StealableContext.sync and _run (an entry); before 3.12 calls made from C
+# count once more.
+LEAF_FRAMES = 4 if sys.version_info >= (3, 12) else 5
+
+
+class Scope:
+    """The entries made while one entry (or the task) runs and not yet done:
+    ``live`` on the deque, ``stolen`` taken by thieves and not yet returned."""
+
+    __slots__ = ("live", "stolen")
+
+    def __init__(self):
+        self.live = 0
+        self.stolen = 0
+
+
+class Entry(Future):
+    """A spawned call on the deque: a future whose value the leaf computes later;
+    ``level`` is the nesting level of the call that spawned it (for ``sync()``)."""
+
+    __slots__ = ("scope", "level")
+
+
+class StealableContext:
+    """The ``@spawn`` context of tasks on one leaf (one per leaf process)."""
+
+    def __init__(self, worker, keep: int = KEEP):
+        self.worker = worker
+        self.base_keep = self.keep = keep
+        self.quiet = 0                  # polls since the last split
+        self.deque: deque = deque()
+        self.scope = None
+        self.stolen: dict = {}          # number -> Entry taken by a thief
+        self.next_number = 0
+        self.owed = 0                   # tasks a thief asked for while nothing was here
+        self.depth = 0                  # recursion depth of the running task's root
+        self.level = 0                  # calls under way on this stack (see sync_all)
+        self.table: dict = {}           # the job's {key: SpawnFunction}
+        self.keys: dict = {}            # id(SpawnFunction) -> key, for split payloads
+        self.functions: dict = {}       # function bytes -> SpawnFunction (split work)
+        self.blobs: dict = {}           # id(SpawnFunction) -> its bytes (not in table)
+        self.countdown = 1              # spawns until the next poll ...
+        self.interval = 1               # ... and between two polls, sized by the clock
+        self.last_poll = time.perf_counter()
+        self.entries = 0                # entries made (statistics)
+        # True while a spawn is a plain call: the deque holds ``keep`` entries and no
+        # thief is owed any. SpawnFunction.__call__ reads it (and ``countdown``)
+        # itself, so a plain call costs no call of ``call``.
+        self.full = keep <= 0
+
+    def _update(self) -> None:
+        self.full = len(self.deque) >= self.keep and not self.owed
+
+    # the spawn path (SpawnFunction.__call__ makes plain calls itself) -------------
+    def call(self, sf, args, kwargs) -> Future:
+        if self.countdown <= 0:
+            self._poll()
+        if self.full or sf.grain_fixed:
+            self.level += 1
+            try:
+                return Future(sf.fn(*args, **kwargs))
+            finally:
+                self.level -= 1
+        entry = Entry(call=(sf, args, kwargs))
+        entry.level = self.level
+        entry.scope = scope = self.scope
+        scope.live += 1
+        self.deque.append(entry)
+        self.entries += 1
+        if self.owed:
+            self._pay()
+        self.full = len(self.deque) >= self.keep and not self.owed
+        return entry
+
+    def sync(self, futures):
+        for f in futures:
+            if not isinstance(f, Future):
+                raise SyncError(f"sync() takes futures returned by @spawn functions, "
+                                f"got {type(f).__name__} {safe_repr(f)}")
+        for f in futures:
+            while f._value is _PENDING:
+                if self.deque:
+                    self._run(self.deque.pop())
+                else:                       # split off to another leaf: wait for it
+                    self.worker.wait(f.done)
+        if len(futures) == 1:
+            return futures[0]._value
+        return tuple(f._value for f in futures)
+
+    def sync_all(self):
+        """``sync()``: wait for the entries the calling function made. Its entries on
+        the deque and any above them (left by calls it made that returned without
+        syncing) run here; then it waits for those that thieves took."""
+        d, level = self.deque, self.level
+        while d and d[-1].level >= level:
+            self._run(d.pop())
+        scope = self.scope
+        if scope.stolen:
+            for entry in [e for e in self.stolen.values()
+                          if e.scope is scope and e.level >= level]:
+                if entry._value is _PENDING:
+                    self.worker.wait(entry.done)
+
+    def _run(self, entry: Entry) -> None:
+        """Run an entry (just popped) here, as a scope of its own."""
+        self.full = False
+        entry.scope.live -= 1
+        sf, args, kwargs = entry._call
+        saved, self.scope = self.scope, Scope()
+        self.level += 1
+        try:
+            value = sf.fn(*args, **kwargs)
+            if self.scope.live or self.scope.stolen:
+                self._drain(self.scope)
+        finally:
+            self.scope = saved
+            self.level -= 1
+        entry._value = value
+
+    def _drain(self, scope: Scope) -> None:
+        """Wait for every entry of ``scope``: those on the deque are its newest."""
+        while scope.live:
+            self._run(self.deque.pop())
+        if scope.stolen:
+            self.worker.wait(lambda: not scope.stolen)
+
+    def _poll(self) -> None:
+        """Let the worker read its messages, about every ``POLL_S`` seconds: the
+        number of spawns between two polls follows the measured spawn rate."""
+        now = time.perf_counter()
+        spent = now - self.last_poll
+        self.last_poll = now
+        if spent > 0:
+            self.interval = max(1, min(1 << 16, int(self.interval * POLL_S / spent) or 1))
+        else:
+            self.interval = min(1 << 16, self.interval * 2)
+        self.countdown = self.interval
+        self.quiet += 1
+        if self.quiet > QUIET_POLLS and self.keep > self.base_keep:
+            self.keep = max(self.base_keep, self.keep // 2)
+            self.quiet = 0
+        self.worker.poll()
+        self._update()
+
+    # a task --------------------------------------------------------------------
+    def run_task(self, sf, args, kwargs, depth: int, use_leaf: bool):
+        """Run one task (a task of the root, or an entry split off elsewhere) as the
+        root scope of this leaf's stack; nested tasks (run while a ``sync`` waits)
+        stack their scopes on it."""
+        saved_state, saved_scope, saved_depth = context.state.current, self.scope, self.depth
+        context.state.current = self
+        self.scope, self.depth = Scope(), depth
+        self.level += 1
+        if self.worker.owed:                # a split came before this task started
+            self.owed, self.worker.owed = self.worker.owed, 0
+            self._update()
+        context.deeper(LEAF_FRAMES)
+        try:
+            if use_leaf and sf.leaf is not None:
+                return sf.leaf(*args, **kwargs)
+            value = sf.fn(*args, **kwargs)
+            if self.scope.live or self.scope.stolen:
+                self._drain(self.scope)
+            return value
+        except BaseException:
+            self._forget()
+            raise
+        finally:
+            self.level -= 1
+            context.undeeper()
+            context.state.current, self.scope, self.depth = (saved_state, saved_scope,
+                                                            saved_depth)
+
+    def _forget(self) -> None:
+        """A task failed or the leaf was stopped: the run is over, and the entries
+        (and what thieves took) of every task on this stack with it."""
+        self.deque.clear()
+        self.stolen.clear()
+        self.owed = 0
+        self._update()
+
+    # thieves ---------------------------------------------------------------------
+    def split(self, want: int) -> list:
+        """Up to ``want`` of the oldest entries as tasks for a thief (at most half the
+        deque, at least one); with none here, owe them until the next spawn."""
+        if want <= 0:
+            self.owed = 0
+            self._update()
+            return []
+        out = self._take(want)
+        self.owed = 0 if out else want
+        self.quiet = 0
+        if self.base_keep > 0:
+            self.keep = min(MAX_KEEP, self.keep * 2)
+        self._update()
+        return out
+
+    def _pay(self) -> None:
+        want, self.owed = self.owed, 0
+        given = self._take(want)
+        if given:
+            self.worker.offer(given)
+
+    def _take(self, want: int) -> list:
+        d = self.deque
+        n = min(want, (len(d) + 1) // 2)
+        out, keep = [], []
+        while n > 0 and d:
+            entry = d.popleft()
+            n -= 1
+            task = self._as_task(entry)
+            if task is None:                # arguments that cannot travel stay here
+                keep.append(entry)
+                continue
+            entry.scope.live -= 1
+            entry.scope.stolen += 1
+            out.append(task)
+        d.extendleft(reversed(keep))
+        return out
+
+    def _as_task(self, entry: Entry):
+        """``((path, number), payload)`` for a thief, or None if it cannot be pickled."""
+        sf, args, kwargs = entry._call
+        key = self._key(sf)
+        number = self.next_number
+        tid = (self.worker.path, number)
+        try:
+            if key is None:
+                blob = self.blobs.get(id(sf))
+                if blob is None:
+                    blob = self.blobs[id(sf)] = dumps_function(sf)
+                payload = dumps((tid, None, self.depth, args, kwargs, blob),
+                                Lazy("an argument of", entry._call))
+            else:
+                payload = dumps((tid, key, self.depth, args, kwargs),
+                                Lazy("an argument of", entry._call))
+        except SerializationError:
+            return None
+        self.next_number += 1
+        self.stolen[number] = entry
+        return tid, payload
+
+    def _key(self, sf):
+        """The job table's key of ``sf`` (every leaf has the table), or None when
+        ``sf`` is not in it (a function only other @spawn functions call): then the
+        function travels with the task."""
+        if len(self.keys) != len(self.table):
+            self.keys = {id(v): k for k, v in self.table.items()}
+        return self.keys.get(id(sf))
+
+    def function(self, key, extra) -> object:
+        """The SpawnFunction a split task names: a key of the table, or its bytes."""
+        if key is not None:
+            return self.table[key]
+        blob = extra[0]
+        sf = self.functions.get(blob)
+        if sf is None:
+            sf = self.functions[blob] = loads(blob)
+        return sf
+
+    def deliver(self, results: list) -> None:
+        for tid, blob in results:
+            entry = self.stolen.pop(tid[1], None)
+            if entry is None:       # its task failed meanwhile (``_forget``)
+                continue
+            entry._value = loads(blob)
+            entry.scope.stolen -= 1

@@ -1,0 +1,206 @@
+"""@spawn programs whose tasks spawn stealable children (``dac.stealable``).
+
+Most use ``depth=0``: the root hands the whole call to one leaf as a single task, so
+any other leaf gets work only by splitting that task's spawns. They live in an
+importable module so that the leaves import them by reference.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from dac import spawn, sync
+
+
+@spawn(depth=0)
+def sleep_tree(depth: int, ms: float) -> int:
+    """A balanced binary tree of ``2**depth`` sleeps of ``ms``: returns how many."""
+    if depth == 0:
+        time.sleep(ms / 1000.0)
+        return 1
+    a = sleep_tree(depth - 1, ms)
+    b = sleep_tree(depth - 1, ms)
+    return sum(sync(a, b))
+
+
+@spawn(depth=0)
+def sleep_spine(n: int, ms: float) -> int:
+    """A spine: each level sleeps ``ms`` beside the rest of the spine; returns n."""
+    if n == 0:
+        return 0
+    a, b = sync(nap(ms), sleep_spine(n - 1, ms))
+    return a + b
+
+
+@spawn
+def nap(ms: float) -> int:
+    time.sleep(ms / 1000.0)
+    return 1
+
+
+@spawn(depth=0)
+def busy_tree(depth: int, loops: int) -> int:
+    """A binary tree of small CPU loops (the sum of ``range(loops)`` at each of its
+    ``2**depth`` leaves), written with ``sync()`` and ``result()``."""
+    if depth == 0:
+        return sum(range(loops))
+    kids = [busy_tree(depth - 1, loops) for _ in range(2)]
+    sync()
+    return kids[0].result() + kids[1].result()
+
+
+def plain_busy_tree(depth: int, loops: int) -> int:
+    return (2 ** depth) * sum(range(loops))
+
+
+@spawn(depth=0)
+def merge_sort(a: np.ndarray, ms: float = 0.0) -> np.ndarray:
+    """Merge sort with the merge done in the frame that spawned the two halves (the
+    leaf that owns the frame, whichever leaves sorted the halves)."""
+    if a.size <= 64:
+        if ms:
+            time.sleep(ms / 1000.0)
+        return np.sort(a, kind="stable")
+    mid = a.size // 2
+    left, right = sync(merge_sort(a[:mid], ms), merge_sort(a[mid:], ms))
+    out = np.empty(a.size, a.dtype)
+    i = j = 0
+    for k in range(a.size):          # the combine step, in Python, where the frame is
+        if j >= right.size or (i < left.size and left[i] <= right[j]):
+            out[k] = left[i]
+            i += 1
+        else:
+            out[k] = right[j]
+            j += 1
+    return out
+
+
+@spawn(depth=0)
+def deepening(limit: int, ms: float) -> list:
+    """Spawns that depend on earlier results (spawn after sync): each round's width is
+    the previous round's total mod 5, plus 2; returns every round's total."""
+    totals = []
+    width = 2
+    for _ in range(limit):
+        parts = [nap_value(i, ms) for i in range(width)]
+        sync()
+        total = sum(p.result() for p in parts)
+        totals.append(total)
+        width = total % 5 + 2
+    return totals
+
+
+@spawn
+def nap_value(i: int, ms: float) -> int:
+    time.sleep(ms / 1000.0)
+    return i * i + 1
+
+
+def plain_deepening(limit: int) -> list:
+    totals, width = [], 2
+    for _ in range(limit):
+        total = sum(i * i + 1 for i in range(width))
+        totals.append(total)
+        width = total % 5 + 2
+    return totals
+
+
+@spawn(depth=0)
+def even(n: int, ms: float) -> bool:
+    """Mutual recursion through two @spawn functions, each level beside a nap; only
+    ``even`` is in the job's table (``odd`` travels with the split work)."""
+    if n == 0:
+        return True
+    a, b = sync(odd(n - 1, ms), nap(ms))
+    return a
+
+
+@spawn
+def odd(n: int, ms: float) -> bool:
+    if n == 0:
+        return False
+    a, b = sync(even(n - 1, ms), nap(ms))
+    return a
+
+
+@dataclass(frozen=True)
+class Pair:
+    left: object
+    right: object
+
+
+@spawn(depth=0)
+def shapes(depth: int, ms: float):
+    """Results of several types travel back from stolen children: ints, strings,
+    tuples, dicts, NumPy arrays and a dataclass of this module."""
+    if depth == 0:
+        time.sleep(ms / 1000.0)
+        return 1
+    a, b, c, d = sync(shapes(depth - 1, ms), as_text(depth, ms), as_array(depth, ms),
+                      as_dict(depth, ms))
+    return Pair((a, b), (c.tolist(), d))
+
+
+@spawn
+def as_text(depth, ms):
+    time.sleep(ms / 1000.0)
+    return f"level {depth}"
+
+
+@spawn
+def as_array(depth, ms):
+    time.sleep(ms / 1000.0)
+    return np.arange(depth, dtype=np.int64)
+
+
+@spawn
+def as_dict(depth, ms):
+    time.sleep(ms / 1000.0)
+    return {"depth": depth, "half": depth / 2}
+
+
+def plain_shapes(depth: int):
+    if depth == 0:
+        return 1
+    return Pair((plain_shapes(depth - 1), f"level {depth}"),
+                (list(range(depth)), {"depth": depth, "half": depth / 2}))
+
+
+class Boom(ValueError):
+    pass
+
+
+@spawn(depth=0)
+def fails_deep(depth: int, bad: int, ms: float) -> int:
+    """A binary tree of naps in which leaf number ``bad`` raises Boom."""
+    return _fails(depth, 0, bad, ms)
+
+
+@spawn
+def _fails(depth: int, index: int, bad: int, ms: float) -> int:
+    if depth == 0:
+        time.sleep(ms / 1000.0)
+        if index == bad:
+            raise Boom(f"leaf {index} of the tree failed")
+        return 1
+    a, b = sync(_fails(depth - 1, 2 * index, bad, ms),
+                _fails(depth - 1, 2 * index + 1, bad, ms))
+    return a + b
+
+
+@spawn(depth=0)
+def deep_spine(n: int) -> int:
+    """A spine ``n`` levels deep, each level beside a tiny spawn: deeper than Python's
+    default recursion limit (the script raises it; leaves follow the root's limit)."""
+    if n == 0:
+        return 0
+    a, b = sync(one(), deep_spine(n - 1))
+    return a + b
+
+
+@spawn
+def one() -> int:
+    return 1

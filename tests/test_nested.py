@@ -1,0 +1,134 @@
+"""Work stealing inside running tasks (dac.stealable, the leaves' SPLIT/STOLEN/RETURN).
+
+The programs (tests/nested_programs.py) mostly use ``depth=0``: the whole call is one
+task on one leaf, so every other leaf gets work only by splitting that task's spawns,
+and every result of a split spawn travels back to the leaf that owns the waiting frame.
+Values are exact; the counters must show the splits and add up.
+"""
+
+import sys
+
+import numpy as np
+import pytest
+
+import dac
+import nested_programs as nest
+from proctools import wait_for_no_processes
+
+
+def leaves_of(stats):
+    return [p for p in stats["processes"] if p["role"] == "leaf"]
+
+
+def split_tasks(report):
+    """Spawns split off a running task and run on another leaf."""
+    return sum(p["split_tasks"] for p in leaves_of(report.stats))
+
+
+def check_counters(stats, procs):
+    """Every batch a leaf received is its first one or an answered steal (a leaf asks
+    only once it has had work), and every task ran somewhere."""
+    leaves = leaves_of(stats)
+    assert len(leaves) == procs
+    assert stats["batches"] == sum(p["batches"] for p in leaves)
+    started = sum(1 for p in leaves if p["batches"])
+    assert stats["batches"] == started + stats["steals_local"] + \
+        stats["steals_after_remote"] + stats["steals_split"]
+    assert stats["tasks"] == sum(p["tasks"] for p in stats["processes"])
+    given = sum(p["split_given"] for p in leaves)
+    split = sum(p["split_tasks"] for p in leaves)
+    assert split <= given               # split work runs once (some may be re-split)
+
+
+@pytest.mark.parametrize("procs", [1, 2, 5, 14])
+def test_one_task_is_shared_by_splitting(procs):
+    """A 64-leaf tree of naps handed to one leaf as one task: with more leaves the
+    others get work only by splitting it; with routers (5 and 14 leaves) splits go
+    through them and results come back down by the owner's path."""
+    report = dac.run_report(nest.sleep_tree, 6, 10.0, procs=procs)
+    assert report.result == 64
+    stats = report.stats
+    check_counters(stats, procs)
+    busy = [p for p in leaves_of(stats) if p["tasks"] > 0]
+    split = sum(p["split_tasks"] for p in leaves_of(stats))
+    if procs == 1:
+        assert split == 0 and len(busy) == 1
+    else:
+        # a leaf's first batch (split off the one task) is no steal: every leaf but
+        # the first got work, all of it split off running tasks
+        assert split >= len(busy) - 1 >= 1
+        # the one task of the root, plus every split spawn, ran on some leaf
+        assert stats["tasks"] == 1 + sum(p["split_tasks"] for p in leaves_of(stats))
+
+
+def test_a_spine_of_naps_runs_on_both_leaves():
+    report = dac.run_report(nest.sleep_spine, 30, 10.0, procs=2)
+    assert report.result == 30
+    assert sum(p["split_tasks"] for p in leaves_of(report.stats)) >= 2
+    assert all(p["tasks"] > 0 for p in leaves_of(report.stats))
+    check_counters(report.stats, 2)
+
+
+def test_sync_without_arguments_and_result():
+    assert dac.run(nest.busy_tree, 10, 2000, procs=2) == nest.plain_busy_tree(10, 2000)
+
+
+def test_merge_sort_merges_where_the_frame_is():
+    data = np.random.default_rng(5).integers(0, 10**6, 4000)
+    report = dac.run_report(nest.merge_sort, data, 2.0, procs=2)
+    assert np.array_equal(report.result, np.sort(data))
+    assert split_tasks(report) >= 1
+
+
+def test_spawn_after_sync():
+    report = dac.run_report(nest.deepening, 8, 5.0, procs=2)
+    assert report.result == nest.plain_deepening(8)
+
+
+def test_mutual_recursion_with_a_function_outside_the_job_table():
+    report = dac.run_report(nest.even, 25, 5.0, procs=2)
+    assert report.result is False
+    assert split_tasks(report) >= 1
+    assert dac.run(nest.even, 24, 2.0, procs=2) is True
+
+
+def test_results_of_several_types_come_back_from_stolen_children():
+    report = dac.run_report(nest.shapes, 5, 5.0, procs=2)
+    assert report.result == nest.plain_shapes(5)
+    assert type(report.result) is nest.Pair
+    assert split_tasks(report) >= 1
+
+
+def test_an_error_in_a_stolen_child_ends_the_run():
+    with pytest.raises(dac.TaskError) as info:
+        dac.run(nest.fails_deep, 6, 45, 5.0, procs=2)
+    err = info.value
+    assert err.type_name == "Boom"
+    assert "leaf 45 of the tree failed" in str(err)
+    assert wait_for_no_processes(timeout=5) == {}
+    assert dac.run(nest.sleep_tree, 3, 1.0, procs=2) == 8      # the process still works
+
+
+def test_a_deep_spine_with_a_raised_recursion_limit():
+    saved = sys.getrecursionlimit()
+    sys.setrecursionlimit(3000)
+    try:
+        assert dac.run(nest.deep_spine, 2500, procs=2) == 2500
+    finally:
+        sys.setrecursionlimit(saved)
+
+
+def test_spawn_per_batch_leaves_run_nested_spawns_serially():
+    """A spawn-per-batch leaf runs its task serially (it exits after one batch, so
+    nothing can be split off it): the value is right, nothing is split."""
+    report = dac.run_report(nest.sleep_tree, 4, 1.0, procs=2, leaf_mode="spawn")
+    assert report.result == 16
+    assert report.stats["steals_split"] == 0 and split_tasks(report) == 0
+
+
+def test_a_kept_runtime_splits_in_every_run():
+    with dac.Runtime(procs=2) as rt:
+        for depth in (3, 5, 4):
+            report = rt.run_report(nest.sleep_tree, depth, 5.0)
+            assert report.result == 2 ** depth
+            check_counters(report.stats, 2)
