@@ -11,12 +11,12 @@ was stolen lets the worker run other work until its result is back (``Worker.wai
 
 The grain: an entry costs a few microseconds more than a plain call, so most calls
 must stay plain calls. A call becomes an entry only while the deque holds fewer than
-``keep`` entries (lazy splitting: a deque that thieves empty is refilled by the next
-spawns, a full one costs nothing), or when the worker owes a thief work. ``keep`` is
-``KEEP`` while nobody steals; every split doubles it (up to ``MAX_KEEP``), so a leaf
-that thieves keep coming to holds more, and each split hands over more; it halves
-again after ``QUIET_POLLS`` polls without a thief. Calls of a
-function with ``cutoff=`` or ``leaf=`` are always plain here: the user chose the grain.
+``KEEP`` entries (lazy splitting: a deque that thieves empty is refilled by the next
+spawns, a full one costs nothing), or when the worker owes a thief work (asked while
+the deque was empty: the next spawn pays). Calls of a function with ``cutoff=`` or
+``leaf=`` are always plain here: the user chose the grain. (A deeper deque while
+thieves keep coming, up to 64 entries, and handing over several fresh entries at once
+were tried on UTS T3: more entries cost more than the bigger steals gained.)
 Every entry's run is a *scope* that waits, before it returns, for the entries made
 under it (the implicit ``sync`` at the end of a spawned call); ``sync()`` with no
 argument waits for the current scope's entries.
@@ -33,10 +33,8 @@ from .errors import Lazy, SerializationError, SyncError, safe_repr
 from .future import _PENDING, Future
 from .serialize import dumps, dumps_function, loads
 
-KEEP = 2            # entries the deque keeps while nobody steals (see the docstring) ...
-MAX_KEEP = 64       # ... and at most, while thieves come often
-QUIET_POLLS = 50    # polls without a thief (~50 ms) after which ``keep`` halves
-POLL_S = 1e-3       # how often a running task lets its worker read messages
+KEEP = 2            # entries the deque keeps while nobody steals (see the docstring)
+POLL_S = 2e-3       # how often a running task lets its worker read messages (a probe costs ~10-60 µs)
 
 # Interpreter frames one level of the user's recursion costs in a leaf task: the
 # user's frame, then SpawnFunction.__call__ and StealableContext.call (a plain call),
@@ -68,8 +66,7 @@ class StealableContext:
 
     def __init__(self, worker, keep: int = KEEP):
         self.worker = worker
-        self.base_keep = self.keep = keep
-        self.quiet = 0                  # polls since the last split
+        self.keep = keep
         self.deque: deque = deque()
         self.scope = None
         self.stolen: dict = {}          # number -> Entry taken by a thief
@@ -172,15 +169,13 @@ class StealableContext:
         now = time.perf_counter()
         spent = now - self.last_poll
         self.last_poll = now
-        if spent > 0:
-            self.interval = max(1, min(1 << 16, int(self.interval * POLL_S / spent) or 1))
-        else:
-            self.interval = min(1 << 16, self.interval * 2)
+        # at most doubled per poll (one short sample must not postpone the next
+        # poll by thousands of spawns: they may each take long), cut at once
+        fit = int(self.interval * POLL_S / spent) if spent > 0 else 1 << 16
+        self.interval = max(1, min(1 << 16, 2 * self.interval, fit))
         self.countdown = self.interval
-        self.quiet += 1
-        if self.quiet > QUIET_POLLS and self.keep > self.base_keep:
-            self.keep = max(self.base_keep, self.keep // 2)
-            self.quiet = 0
+        if self.owed and self.deque:        # what the spawns since the split made
+            self._pay()
         self.worker.poll()
         self._update()
 
@@ -231,9 +226,6 @@ class StealableContext:
             return []
         out = self._take(want)
         self.owed = 0 if out else want
-        self.quiet = 0
-        if self.base_keep > 0:
-            self.keep = min(MAX_KEEP, self.keep * 2)
         self._update()
         return out
 

@@ -97,6 +97,7 @@ class Leaf:
         self.asked_idle = False     # the outstanding request says "nothing to run"
         self.owed = 0               # a split asked before the next task started
         self.asked_in_task = False  # the outstanding request was sent from a waiting sync
+        self.seq = 0                # number of its latest request
         self.refused_idle = False   # an idle request was refused: wait for TASKS
         self.running = 0            # tasks under way (nested ones while waiting)
         self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
@@ -118,13 +119,16 @@ class Leaf:
         if tag == P.TASKS:
             self.tasks.extend(msg.tasks)
             self.batch_len = len(msg.tasks)
-            self.requested = self.exhausted = self.refused_idle = False
-            self.asked_in_task = False
+            self.exhausted = self.refused_idle = False
+            if msg.seq == self.seq:         # (else it answers a request replaced since)
+                self.requested = self.asked_in_task = False
             self.working = True
             rec = self.meter.record
             rec["batches"] += 1
             rec["largest_batch"] = max(rec.get("largest_batch", 0), len(msg.tasks))
         elif tag == P.NOMORE:
+            if not self.requested or msg.seq != self.seq:
+                return              # the answer to a request withdrawn or replaced
             if self.asked_idle:
                 self.refused_idle = True
             self.requested = self.asked_in_task = False
@@ -184,11 +188,19 @@ class Leaf:
         results, self.results = self.results, []
         self.requested = True
         self.asked_idle = idle
+        self.seq += 1
         if idle:
             self.owed = 0
             if self.running:
                 self.executor.split(0)
-        self.send(P.RESULTS, P.Results(results, self.want, idle=idle))
+        self.send(P.RESULTS, P.Results(results, self.want, idle=idle, seq=self.seq))
+
+    def send_results(self, results: list) -> None:
+        """Results, asking for nothing: a leaf's RESULTS replaces its request, so one
+        outstanding is withdrawn (this leaf has work again; it asks anew when it runs
+        dry). A parent's answer still on its way is taken as it comes."""
+        self.requested = self.asked_in_task = False
+        self.send(P.RESULTS, P.Results(results, 0))
 
     # the worker's side of a running task (stealing.executor.Worker) ---------------
     def split(self, want: int) -> None:
@@ -227,6 +239,7 @@ class Leaf:
         """Until ``done()``: run queued tasks, or ask the parent for work, nested on
         this stack; in between, sleep until a message comes (never spin)."""
         mb, comms = self.mailbox, [self.parent]
+        asked = False
         while not done():
             if self.stopped or self.failed:
                 raise Unwind()
@@ -235,13 +248,18 @@ class Leaf:
                 continue
             got = mb.poll(comms)
             if got is None:
-                if not self.requested and not self.refused_idle:
+                if not self.refused_idle and (not self.requested or not self.asked_idle):
                     self.ask(idle=True)
-                    self.asked_in_task = True
+                    self.asked_in_task = asked = True
                 t0 = time.perf_counter()
                 got = mb.wait(comms, on_idle=self.watchdog, max_sleep=MAX_SLEEP)
                 self.idle_in_task += time.perf_counter() - t0
             self.handle(got[2], got[3])
+        if asked and self.requested and self.asked_in_task:
+            # the task goes on: withdraw the idle request, so the parent sees this
+            # leaf busy (and may split it) instead of waiting for it to ask again
+            results, self.results = self.results, []
+            self.send_results(results)
 
     def run_one(self) -> None:
         """Run the oldest queued task. Nested in a waiting task, its time is that
@@ -266,7 +284,7 @@ class Leaf:
         rec["tasks"] += 1
         if type(tid) is tuple:          # split work: its owner is waiting for it
             rec["split_tasks"] += 1
-            self.send(P.RESULTS, P.Results([(tid, blob)], 0))
+            self.send_results([(tid, blob)])
         else:
             self.results.append((tid, blob))
         if self.running:                # nested: the outer task's time covers it
@@ -340,14 +358,17 @@ class Leaf:
                 self.send(P.RESULTS, P.Results(self.results, self.want, rec, idle=True))
                 return
             if self.working and not self.failed:
-                if not self.refused_idle and (not self.requested or self.asked_in_task):
-                    # (a request sent while a task waited at sync is stale now: the
-                    # task ended, and its parent must hear that this leaf is idle)
+                if not self.refused_idle and (not self.requested or self.asked_in_task
+                                              or not self.asked_idle or self.results):
+                    # a new idle request replaces one sent while a task waited at sync
+                    # (the task ended), a refill, or one sent before tasks that came
+                    # since for an older request (their results must go up: the parent
+                    # counts them out until then)
                     self.asked_in_task = False
                     self.ask(idle=True)
                 elif self.exhausted and self.results:
                     results, self.results = self.results, []
-                    self.send(P.RESULTS, P.Results(results, 0))
+                    self.send_results(results)
             t0 = time.perf_counter()
             eager = self.requested or (self.working and not self.exhausted)
             _, _, tag, msg = mb.wait(comms, on_idle=watchdog,

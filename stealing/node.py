@@ -22,13 +22,14 @@ from .spawning import is_this_machine, spawn
 class Child:
     """A node's link to one child; its accounting is ``policy.children[index]``."""
 
-    __slots__ = ("comm", "rank", "role", "index", "pids", "spec")
+    __slots__ = ("comm", "rank", "role", "index", "pids", "spec", "seq")
 
     def __init__(self, comm, rank, role, index, spec=None):
         self.comm, self.rank, self.role = comm, rank, role
         self.index = index      # its number in the policy (actions name it)
         self.spec = spec or {}  # its node of the plan (host, cluster, slowdown, ...)
         self.pids = []          # processes of its subtree (for cleanup)
+        self.seq = 0            # number of its latest request (answers carry it)
 
 
 class Node:
@@ -131,6 +132,8 @@ class Node:
         """React to one message from a child."""
         child = self.child_of(comm, rank)
         if tag == P.RESULTS:
+            if msg.want:
+                child.seq = msg.seq
             mine, routes = self.policy.results_from(child.index, msg.results)
             self.take_results(mine)
             self.apply(routes)
@@ -200,7 +203,7 @@ class Node:
             elif isinstance(action, Refuse):
                 child = self.children[action.child]
                 if child.comm is not None:
-                    self.send(child.comm, child.rank, P.NOMORE, None)
+                    self.send(child.comm, child.rank, P.NOMORE, P.NoMore(child.seq))
             elif isinstance(action, AskParent):
                 self.send_up(P.RESULTS, P.Results(action.results, action.amount,
                                                   idle=action.idle))
@@ -221,7 +224,7 @@ class Node:
         """Send a child its tasks; an empty spawn-per-batch slot gets a new leaf first."""
         if c.role == "slot" and c.comm is None:
             self._spawn_one_shot(c)
-        self.send(c.comm, c.rank, P.TASKS, P.Tasks(tasks))
+        self.send(c.comm, c.rank, P.TASKS, P.Tasks(tasks, c.seq))
 
     def busy(self) -> bool:
         """Work is under way below this node (so poll eagerly)."""

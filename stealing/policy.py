@@ -203,7 +203,13 @@ class StealPolicy:
 
     def child_wants(self, k: int, want: int, idle: bool = False) -> list:
         """Child ``k``'s steal request for ``want`` tasks (0: none) after its results;
-        ``idle``: it has nothing left to run (a split it owes is void)."""
+        ``idle``: it has nothing left to run (a split it owes is void). A leaf's
+        results asking for nothing withdraw its request: it has work again (a
+        router's results go up on their own and leave its request standing)."""
+        if not want:
+            c = self.children[k]
+            if c.want and c.asked and c.role != "router":
+                c.clear_want()
         if want:
             c = self.children[k]
             c.want, c.asked, c.waited = want, True, False
@@ -257,7 +263,7 @@ class StealPolicy:
             self.split_up = 0
             return [Yield(list(tasks))]
         self.pool.extend(tasks)
-        return self.distribute()
+        return self.distribute(last=k)      # to the others first: k split them off
 
     def results_from(self, k: int, results) -> tuple:
         """Child ``k`` sent ``results``: its outstanding work shrinks by those this
@@ -314,14 +320,15 @@ class StealPolicy:
         self.stopped = True
 
     # decisions -----------------------------------------------------------------
-    def distribute(self) -> list:
-        """Give waiting children tasks, ask upwards, or say "no more"."""
+    def distribute(self, last: int = -1) -> list:
+        """Give waiting children tasks, ask upwards, or say "no more" (child ``last``
+        is served after the others)."""
         out: list = []
         if self.stopped:
             return out
-        # a woken child (results went down to it while it waited) is computing
-        # again: its request waits until it sends a new one; meanwhile it may be split
-        wanting = [k for k, c in enumerate(self.children) if c.want > 0 and not c.woken]
+        wanting = [k for k, c in enumerate(self.children) if c.want > 0 and k != last]
+        if 0 <= last < len(self.children) and self.children[last].want > 0:
+            wanting.append(last)
         if wanting and self.pool:
             total_want = sum(self.children[k].want for k in wanting)
             avail = len(self.pool)
@@ -344,9 +351,13 @@ class StealPolicy:
                 self._ask_parent(out)
             else:
                 hungry = [k for k in wanting if self.children[k].idle]
+                # a woken child (results went down to it while it waited at sync)
+                # may be computing again: it keeps its request and may be split
+                # (it may as well still be waiting: its request must stand)
+                busy = [k for k in hungry if not self.children[k].woken]
                 if hungry and not self._split_a_child(
-                        sum(self.children[k].want for k in hungry), hungry, out,
-                        wanted=len(hungry)):
+                        sum(self.children[k].want for k in busy or hungry), busy, out,
+                        wanted=len(busy) or 1):
                     self._ask_parent_idle(hungry, out)
                 for k in hungry:
                     self.children[k].split_wait = True

@@ -28,7 +28,7 @@ class Tag(enum.IntEnum):
     INIT = 1        # parent -> child: dict of settings (INIT_KEYS)
     JOB = 2         # parent -> child: Job
     TASKS = 3       # parent -> child: Tasks
-    NOMORE = 4      # parent -> child: None, "no more tasks for now" (a failed steal)
+    NOMORE = 4      # parent -> child: NoMore, "no more tasks for now" (a failed steal)
     RESULTS = 5     # child -> parent: Results (also the steal request)
     READY = 6       # child -> parent: Ready
     ERROR = 7       # child -> parent: Failure
@@ -60,8 +60,17 @@ class Job(NamedTuple):
 
 
 class Tasks(NamedTuple):
-    """TASKS: ``[(task id, payload bytes)]`` for the child (an answered steal)."""
+    """TASKS: ``[(task id, payload bytes)]`` for the child (an answered steal);
+    ``seq``: the number of the child's request it answers (0: none)."""
     tasks: list
+    seq: int = 0
+
+
+class NoMore(NamedTuple):
+    """NOMORE: "no more tasks for now", the answer to the child's request ``seq``. A
+    leaf may withdraw a request (its results asking for nothing) and send another:
+    an answer to an older one must not be taken for the answer to the newer."""
+    seq: int = 0
 
 
 class Results(NamedTuple):
@@ -75,6 +84,7 @@ class Results(NamedTuple):
     want: int
     leaf_stats: dict | None = None
     idle: bool = False
+    seq: int = 0        # the request's number (answers name it)
 
 
 class Split(NamedTuple):
@@ -165,7 +175,7 @@ INIT_KEYS = {
 
 # What travels with each tag (None: nothing; dict: INIT's settings).
 PAYLOADS = {
-    Tag.INIT: dict, Tag.JOB: Job, Tag.TASKS: Tasks, Tag.NOMORE: None,
+    Tag.INIT: dict, Tag.JOB: Job, Tag.TASKS: Tasks, Tag.NOMORE: NoMore,
     Tag.RESULTS: Results, Tag.READY: Ready, Tag.ERROR: Failure, Tag.STATS_REQ: None,
     Tag.STATS: Stats, Tag.STOP: None, Tag.BYE: Bye, Tag.SPLIT: Split,
     Tag.STOLEN: Tasks, Tag.RETURN: Returned,

@@ -132,3 +132,32 @@ def test_a_kept_runtime_splits_in_every_run():
             report = rt.run_report(nest.sleep_tree, depth, 5.0)
             assert report.result == 2 ** depth
             check_counters(report.stats, 2)
+
+
+class _Worker:
+    """A stand-in for a leaf: counts polls, never waits (nothing is stolen)."""
+
+    path, owed = (0,), 0
+
+    def __init__(self):
+        self.polls = 0
+
+    def poll(self):
+        self.polls += 1
+
+    def wait(self, done):
+        raise AssertionError("nothing was stolen: sync never waits")
+
+    def offer(self, tasks):
+        raise AssertionError("nobody asked")
+
+
+def test_a_task_polls_between_slow_spawns():
+    """The number of spawns between two polls follows the spawn rate, but one fast
+    sample must not put the next poll thousands of spawns away: a spine of 30 spawns
+    10 ms apart polled once in 300 ms (a thief waited for the whole task)."""
+    from dac.stealable import StealableContext
+    worker = _Worker()
+    ctx = StealableContext(worker)
+    assert ctx.run_task(nest.sleep_spine, (30, 10.0), {}, 0, False) == 30
+    assert worker.polls >= 20

@@ -21,7 +21,7 @@ SAMPLES = {
     P.Tag.INIT: {"role": "leaf", "params": {"tasks_per_leaf": 4}, "batch": "rate"},
     P.Tag.JOB: P.Job(3, {"fib#1": b"\x80\x05fn"}),
     P.Tag.TASKS: P.Tasks([(1, b"a"), (2, b"bb")]),
-    P.Tag.NOMORE: None,
+    P.Tag.NOMORE: P.NoMore(4),
     P.Tag.RESULTS: P.Results([(1, b"r1"), (2, b"r2")], 7, {"pid": 9, "tasks": 2}),
     P.Tag.READY: P.Ready([P.Process(12, "host", "leaf", 1.5, ["/dev/shm/x"])]),
     P.Tag.ERROR: P.Failure("ValueError", "bad", "Traceback ...", "f(1)", "leaf pid 1"),

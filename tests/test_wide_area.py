@@ -43,7 +43,11 @@ def test_two_clusters_fifty_ms_apart(remote):
         assert r["remote_pool_max"] <= limit
     # idle time of the leaves is reported
     assert all(p["idle_s"] >= 0 and p["busy_s"] > 0 for p in leaves)
-    assert stats["steals_failed"] == 4 + 2
+    # each router's last (idle) request fails at the root; a leaf's last one fails at
+    # its router, unless the round's statistics were gathered first (the root has
+    # every result; a leaf's final request may still wait at its router then)
+    assert 2 <= stats["steals_failed"] <= 4 + 2
+    assert stats["processes"][0]["steals_failed"] == 2
 
 
 def test_a_delayed_link_delivers_late_and_in_order():

@@ -1,0 +1,99 @@
+"""Scale beyond the cores: an irregular tree of sleeping tasks on 32 or 64 leaves.
+
+Each node of the tree sleeps instead of computing, so dozens of leaves fit on 2 cores
+and the figure measures the scheduler (steals, splits, routing), not the CPU. The tree
+is irregular on purpose: node ``(d, i)`` has 2 children when ``hash(seed, d, i)`` says
+so (a fixed-seed Galton-Watson tree, like UTS's binomial trees, cut at a depth), and
+every node sleeps ``ms`` milliseconds before it spawns. The whole call is one task
+(``depth=0``), so every leaf but one starts with nothing and gets work only by
+splitting running tasks.
+
+    efficiency = (total sleep / leaves) / elapsed
+
+(1.0: every leaf slept all the time.) Measured with and without routers: the default
+tree (routers above groups of leaves) and a flat one (``min_procs`` large enough that
+the root spawns every leaf itself).
+
+Run:  python benchmarks/sleep_scale.py                 # 32 leaves, both shapes, 2 runs
+      python benchmarks/sleep_scale.py --leaves 64 --repeat 3
+Exit status: 0 (figures are reported, not asserted).
+"""
+
+import argparse
+import hashlib
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.dirname(HERE), HERE]       # this checkout's dac; leaves follow
+
+import dac  # noqa: E402
+
+
+def has_children(seed: int, depth: int, index: int, p: float) -> bool:
+    digest = hashlib.sha1(f"{seed}:{depth}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") / 2 ** 32 < p
+
+
+@dac.spawn(depth=0)
+def nap_tree(seed: int, depth: int, index: int, limit: int, p: float, ms: float) -> int:
+    """Nodes of the tree under ``(depth, index)``; every node sleeps ``ms``."""
+    time.sleep(ms / 1000.0)
+    if depth >= limit or not has_children(seed, depth, index, p):
+        return 1
+    a, b = dac.sync(nap_tree(seed, depth + 1, 2 * index, limit, p, ms),
+                    nap_tree(seed, depth + 1, 2 * index + 1, limit, p, ms))
+    return 1 + a + b
+
+
+def count(seed, depth, index, limit, p) -> int:
+    stack, n = [(depth, index)], 0
+    while stack:
+        d, i = stack.pop()
+        n += 1
+        if d < limit and has_children(seed, d, i, p):
+            stack += [(d + 1, 2 * i), (d + 1, 2 * i + 1)]
+    return n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--leaves", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--ms", type=float, default=20.0, help="sleep per node (ms)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--p", type=float, default=0.70, help="chance a node has children")
+    ap.add_argument("--limit", type=int, default=20, help="deepest level")
+    args = ap.parse_args()
+    nodes = count(args.seed, 0, 0, args.limit, args.p)
+    ideal = nodes * args.ms / 1000.0 / args.leaves
+    print(f"tree: {nodes} nodes (seed {args.seed}, p {args.p}, depth <= {args.limit}), "
+          f"{args.ms} ms each: {nodes * args.ms / 1000:.1f} s of sleep, "
+          f"{ideal:.2f} s per leaf on {args.leaves} leaves")
+    shapes = {"routers": {}, "flat": {"min_procs": 4 * args.leaves}}
+    runs = {name: [] for name in shapes}
+    for _ in range(args.repeat):
+        for name, extra in shapes.items():      # interleaved repetitions
+            with dac.Runtime(procs=args.leaves, **extra) as rt:
+                rt.run(nap_tree, args.seed, 0, 0, 3, args.p, 1.0)       # warm: start-up
+                report = rt.run_report(nap_tree, args.seed, 0, 0, args.limit, args.p,
+                                       args.ms)
+            assert report.result == nodes, (report.result, nodes)
+            st = report.stats
+            routers = sum(1 for p in st["processes"] if p["role"] == "router")
+            runs[name].append((ideal / report.elapsed_s, report.elapsed_s, routers,
+                               st["steals_split"], st["split_tasks"]))
+    for name, rs in runs.items():
+        effs = sorted(r[0] for r in rs)
+        print(f"{name:8s} ({rs[0][2]} routers): efficiency min {effs[0]:.2f} median "
+              f"{statistics.median(effs):.2f} max {effs[-1]:.2f}; elapsed "
+              f"{', '.join(f'{r[1]:.2f}' for r in rs)} s; split steals "
+              f"{', '.join(str(r[3]) for r in rs)}; split tasks "
+              f"{', '.join(str(r[4]) for r in rs)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
