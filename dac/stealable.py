@@ -81,7 +81,6 @@ class StealableContext:
         self.countdown = 1              # spawns until the next poll ...
         self.interval = 1               # ... and between two polls, sized by the clock
         self.last_poll = time.perf_counter()
-        self.entries = 0                # entries made (statistics)
         # True while a spawn is a plain call: the deque holds ``keep`` entries and no
         # thief is owed any. SpawnFunction.__call__ reads it (and ``countdown``)
         # itself, so a plain call costs no call of ``call``.
@@ -105,10 +104,9 @@ class StealableContext:
         entry.scope = scope = self.scope
         scope.live += 1
         self.deque.append(entry)
-        self.entries += 1
         if self.owed:
             self._pay()
-        self.full = len(self.deque) >= self.keep and not self.owed
+        self._update()
         return entry
 
     def sync(self, futures):

@@ -358,7 +358,7 @@ class StealPolicy:
                 if hungry and not self._split_a_child(
                         sum(self.children[k].want for k in busy or hungry), busy, out,
                         wanted=len(busy) or 1):
-                    self._ask_parent_idle(hungry, out)
+                    self._ask_parent_idle(out)
                 for k in hungry:
                     self.children[k].split_wait = True
                 if not self.feeding:        # more tasks may still come: let them wait
@@ -401,7 +401,7 @@ class StealPolicy:
         out.append(Split(best, max(1, amount)))
         return True
 
-    def _ask_parent_idle(self, hungry, out: list) -> None:
+    def _ask_parent_idle(self, out: list) -> None:
         """No child can be split: ask the parent, which may split this node's
         siblings (unless it already said there is no work outside)."""
         if self.has_parent and not self.split_refused and not self.requested:
