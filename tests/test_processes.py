@@ -57,10 +57,14 @@ def test_failed_run_ends_its_tree_and_the_next_run_builds_a_new_one():
 
 
 def test_no_process_left_after_spawn_per_batch_runs():
-    report = dac.run_report(programs.range_sum, 0, 64, 0.0, procs=2, leaf_mode="spawn",
+    # 64 naps of 0.03 s: the root helps only while the first two leaves start (a few
+    # tenths of a second), so more than their first batches is left and leaves are
+    # spawned again (with tasks of no length the root could eat the whole round)
+    report = dac.run_report(programs.range_sum, 0, 64, 0.03, procs=2, leaf_mode="spawn",
                             depth=6)
     assert report.result == sum(range(64))
     assert report.stats["spawns"] >= 3
+    assert report.stats["spawns"] == report.stats["batches"]   # one leaf per batch
     assert wait_for_no_processes(timeout=5) == {}
 
 
