@@ -70,6 +70,7 @@ class Node:
             comm = spawn(self.MPI, len(group), _spawn_host(host),
                          self.config.get("run_dir"))
             self.comms.append(comm)
+            self.mailbox.name_link(comm, len(self.children))
             self.meter.record["spawns"] += len(group)
             for i, kid in enumerate(group):
                 self._add_child(comm, i, role, kid["procs"], kid)
@@ -103,6 +104,7 @@ class Node:
         self.meter.record["spawns"] += 1
         child.comm, child.rank = comm, 0
         self.comms.append(comm)
+        self.mailbox.name_link(comm, child.index)
         self._introduce(comm, 0, child.spec, one_shot=True, index=child.index)
         if self.job is not None:
             self.send(comm, 0, P.JOB, self.job)

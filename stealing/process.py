@@ -134,6 +134,7 @@ def _work(status: Status, run_dir: str | None) -> None:
 
     from . import protocol as P
     from .shm import own_shm, unlink_shm
+    from .trace import open_trace
     from .waiting import Mailbox
 
     parent = MPI.Comm.Get_parent()
@@ -149,6 +150,8 @@ def _work(status: Status, run_dir: str | None) -> None:
     note_shm(run_dir, init["shm"])
     init["status"] = status
     status.role(init["role"])
+    mailbox.trace = open_trace("/".join([init["role"], *map(str, init.get("path", ()))]))
+    mailbox.name_link(parent, "up")
     root_pid, root_host = init.get("root_pid"), init.get("root_host")
 
     def watchdog():

@@ -80,6 +80,7 @@ class RootScheduler:
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
         MPI = init_mpi()
+        from .trace import open_trace
         from .waiting import Mailbox
         self.started_at = time.time()
         self.run_dir = make_run_dir()
@@ -95,7 +96,9 @@ class RootScheduler:
             "recursion_limit": sys.getrecursionlimit(),
         }
         meter = Meter("root", self.plan.cluster)
-        node = Root(MPI, Mailbox(MPI), meter, params, config, parent=None)
+        mailbox = Mailbox(MPI)
+        mailbox.trace = open_trace("root")
+        node = Root(MPI, mailbox, meter, params, config, parent=None)
         node.collected, node.ready, node.startup_end, node.last_ready = {}, 0, None, 0.0
         node.leaf_pids = []
         node.shm = set()                   # MPICH segments of the tree on this host

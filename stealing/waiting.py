@@ -31,6 +31,16 @@ class Mailbox:
         self._status = MPI.Status()
         self._delays = []       # [(comm, seconds)]: links with emulated latency
         self._held = []         # [(due time, comm, source, tag, payload)], arrival order
+        self.trace = None       # a stealing.trace.Trace (DAC_TRACE_DIR), or None
+        self._links = {}        # id(comm) -> "up" or the number of its rank 0 child
+
+    def name_link(self, comm, first) -> None:
+        """Name ``comm`` in the trace: ``"up"``, or its rank 0 child's number."""
+        self._links[id(comm)] = first
+
+    def _link(self, comm, rank: int) -> str:
+        first = self._links.get(id(comm), "?")
+        return str(first + rank) if type(first) is int else first
 
     def set_delay(self, comm, seconds: float) -> None:
         """Deliver what arrives on ``comm`` ``seconds`` late (an emulated wide-area link;
@@ -47,6 +57,8 @@ class Mailbox:
 
     # sending -----------------------------------------------------------------
     def send(self, comm, obj, dest: int, tag: int) -> None:
+        if self.trace is not None:
+            self.trace.message("send", self._link(comm, dest), tag, obj)
         req = comm.isend(obj, dest=dest, tag=tag)
         if not req.Test():
             self._pending.append(req)
@@ -71,6 +83,12 @@ class Mailbox:
     # receiving ---------------------------------------------------------------
     def poll(self, comms):
         """One non-blocking look: ``(index, source, tag, payload)`` or None."""
+        got = self._poll(comms)
+        if got is not None and self.trace is not None:
+            self.trace.message("take", self._link(comms[got[0]], got[1]), got[2], got[3])
+        return got
+
+    def _poll(self, comms):
         self.progress()
         status = self._status
         for i, comm in enumerate(comms):

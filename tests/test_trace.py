@@ -1,0 +1,39 @@
+"""DAC_TRACE_DIR: every process of a run writes the messages it sends and takes."""
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+SCRIPT = """
+import sys
+sys.path[:0] = [{root!r}, {here!r}]
+import dac, programs
+print(dac.run(programs.fib, 16, procs=4, min_procs=2, branches=2))
+"""
+
+
+def test_trace_files_hold_every_process_messages(tmp_path):
+    out = tmp_path / "trace"
+    env = dict(os.environ, DAC_TRACE_DIR=str(out))
+    run = subprocess.run([sys.executable, "-c", SCRIPT.format(root=ROOT, here=HERE)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["987"]
+    files = list(out.iterdir())
+    assert len(files) == 7                      # one per process: its pid
+    lines = [ln.split(" ", 5) for f in files for ln in f.read_text().splitlines()]
+    assert {ln[1] for ln in lines} == {"root", "router/0", "router/1", "leaf/0/0",
+                                       "leaf/0/1", "leaf/1/0", "leaf/1/1"}
+    seen = {(who, way, link, tag) for _, who, way, link, tag, *_ in lines}
+    assert ("root", "send", "0", "TASKS") in seen
+    assert ("router/0", "take", "up", "TASKS") in seen
+    assert ("router/1", "send", "1", "TASKS") in seen
+    assert ("leaf/1/1", "take", "up", "TASKS") in seen
+    assert ("leaf/0/1", "send", "up", "RESULTS") in seen
+    assert ("leaf/1/0", "take", "up", "STOP") in seen
+    assert ("root", "take", "1", "BYE") in seen
+    tasks = [ln for ln in lines if ln[1] == "root" and ln[2] == "send" and ln[4] == "TASKS"]
+    assert tasks[0][5].startswith("Tasks(tasks=")    # lists show as their length
