@@ -91,6 +91,7 @@ class Leaf:
         self.ready_sent = False
         self.stopped = False
         self.path = tuple(init.get("path", ()))    # owner address of its split spawns
+        self.has_peers = init.get("leaves", 1) > 1  # other leaves may steal from it
         # Only a persistent CPU leaf is a worker (see the module docstring); a
         # spawn-per-batch or GPU leaf runs each task serially, as it comes.
         self.worker = self if not self.one_shot and self.device < 0 else None

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 from .protocol import owner
 
+DRY_S = 0.01    # a child that had nothing to split off is asked again after this long
+
 STEAL_COUNTERS = ("steals_local", "steals_remote", "steals_after_remote", "steals_split",
                   "steals_failed")
 
@@ -100,7 +102,7 @@ class ChildShare:
     """What the policy knows of one child: its size and the work it holds or wants."""
 
     __slots__ = ("role", "procs", "quota", "outstanding", "want", "asked", "waited",
-                 "last_want", "idle", "split_wait", "split_pending", "dry", "woken")
+                 "last_want", "idle", "split_wait", "split_pending", "dry_until", "woken")
 
     def __init__(self, role: str, procs: int, quota: int):
         self.role = role        # "router", "leaf", or "slot" (a spawn-per-batch leaf)
@@ -114,7 +116,8 @@ class ChildShare:
         self.idle = False       # its request says it has nothing left to run
         self.split_wait = False  # it waits for a split of another child's work
         self.split_pending = False  # a Split sent to it is not answered yet
-        self.dry = False        # it answered a Split with nothing (until it reports)
+        self.dry_until = 0.0    # it answered a Split with nothing: not split again before
+        #                         this time (or until it reports results)
         self.woken = False      # results went down to it since its idle request: it
         #                         may be computing again (and can be split)
 
@@ -122,10 +125,14 @@ class ChildShare:
         self.want, self.asked, self.waited = 0, False, False
         self.idle = self.split_wait = self.woken = False
 
-    def splittable(self) -> bool:
-        """It holds work it may hand over: tasks out, and not itself out of work."""
-        return (self.outstanding > 0 and (not self.idle or self.woken) and not self.dry
-                and self.role != "slot")
+    def splittable(self, now: float) -> bool:
+        """It holds work it may hand over: tasks out, and not itself out of work. A
+        router's "idle" only says none of its children could be split when it asked:
+        its busy leaves make new spawns, so it is asked again once ``DRY_S`` has passed
+        since it last had nothing to give."""
+        if self.outstanding <= 0 or self.role == "slot" or now < self.dry_until:
+            return False
+        return self.role == "router" or not self.idle or self.woken
 
 
 class StealPolicy:
@@ -172,7 +179,8 @@ class StealPolicy:
             if c.outstanding == 0 and c.want == 0:
                 c.want, c.asked, c.waited = c.quota, False, False
                 c.idle = True       # it holds nothing: a split may serve it
-                c.split_pending = c.dry = False     # whatever it said in a past round
+                c.split_pending = False     # whatever it said in a past round
+                c.dry_until = 0.0
 
     def on_tasks(self, tasks) -> list:
         """Tasks from the parent (or the root's expansion); idle children get a share."""
@@ -199,7 +207,7 @@ class StealPolicy:
         c = self.children[k]
         c.outstanding -= count
         if count:
-            c.dry = False
+            c.dry_until = 0.0
 
     def child_wants(self, k: int, want: int, idle: bool = False) -> list:
         """Child ``k``'s steal request for ``want`` tasks (0: none) after its results;
@@ -217,7 +225,11 @@ class StealPolicy:
             c.last_want = want
             if idle:
                 voided = c.split_pending
-                c.split_pending = c.dry = False
+                c.split_pending = False
+                # a router with nothing to split now is asked again after DRY_S (its
+                # leaves are busy: they spawn more); a leaf is busy again when it
+                # says so, or woken by results
+                c.dry_until = self.now() + DRY_S if c.role == "router" else 0.0
                 if voided and self.split_up:    # the split it owed the parent is void
                     out: list = []
                     if not self._split_a_child(self.split_up, (), out):
@@ -252,17 +264,23 @@ class StealPolicy:
         c.outstanding -= self._counted(k, tasks)
         out: list = []
         if not tasks:
-            c.dry = True
+            c.dry_until = self.now() + DRY_S
             if self.split_up:
                 if not self._split_a_child(self.split_up, (), out):
                     self.split_up = 0
                     out.append(Yield([]))
                 return out
             return self.distribute()
-        if self.split_up:
-            self.split_up = 0
-            return [Yield(list(tasks))]
         self.pool.extend(tasks)
+        if self.split_up:
+            # the parent asked too: this node's own waiting children are served
+            # first (a local steal before a remote one, as from the pool), the rest
+            # goes up; an empty answer tells the parent "nothing here now"
+            self.split_up = 0
+            out = self.distribute(last=k)
+            rest = list(self.pool)
+            self.pool.clear()
+            return out + [Yield(rest)]
         return self.distribute(last=k)      # to the others first: k split them off
 
     def results_from(self, k: int, results) -> tuple:
@@ -388,8 +406,9 @@ class StealPolicy:
         not hold the others back: it may be waiting itself."""
         pending = 0
         best = None
+        now = self.now()
         for k, c in enumerate(self.children):
-            if k in besides or not c.splittable():
+            if k in besides or not c.splittable(now):
                 continue
             if c.split_pending:
                 pending += 1
@@ -457,6 +476,31 @@ class StealPolicy:
             return
         results, self.results = self.results, []
         out.append(SendResults(results))
+
+    def retry_in(self) -> float | None:
+        """Seconds until parked idle requests should try a split again (a child that
+        had nothing to give has spawned more since, as long as it holds work), or
+        None: nothing is parked, a split is under way, or no child holds work."""
+        if self.stopped or not any(c.want > 0 and c.split_wait for c in self.children):
+            return None
+        due = None
+        for c in self.children:
+            if c.split_pending:
+                return None
+            if c.outstanding > 0 and c.dry_until > 0.0 and (due is None or
+                                                            c.dry_until < due):
+                due = c.dry_until
+        return None if due is None else max(0.0, due - self.now())
+
+    def retry(self) -> list:
+        """Parked requests try the split again (``retry_in`` said it is time); the
+        children whose wait is over count as splittable from now on (so a child that
+        is not picked does not make the node wake again and again)."""
+        now = self.now()
+        for c in self.children:
+            if 0.0 < c.dry_until <= now:
+                c.dry_until = 0.0
+        return self.distribute()
 
     # sizes ---------------------------------------------------------------------
     def low_water(self) -> int:

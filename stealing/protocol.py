@@ -159,6 +159,7 @@ INIT_KEYS = {
     "run_dir": "folder where monitors record lost processes",
     "argv": "the root's sys.argv",
     "recursion_limit": "the root's recursion limit",
+    "leaves": "leaf processes of the tree (more than one: spawns are worth splitting)",
     # per child, from its parent
     "role": "'router' or 'leaf' (own)",
     "plan": "a router's node of the plan, with its children (own)",

@@ -94,6 +94,7 @@ class RootScheduler:
             "root_pid": os.getpid(), "root_host": socket.gethostname(),
             "run_dir": self.run_dir, "argv": list(sys.argv),
             "recursion_limit": sys.getrecursionlimit(),
+            "leaves": len(self.plan.leaves()),
         }
         meter = Meter("root", self.plan.cluster)
         mailbox = Mailbox(MPI)
@@ -189,12 +190,17 @@ class RootScheduler:
     def _step(self, timeout=None) -> bool:
         node = self.node
         self.check_lost()
+        retry = node.policy.retry_in()
         if timeout == 0.0:
             got = node.mailbox.poll(node.comms)
         else:
-            got = node.mailbox.wait(node.comms, timeout=timeout,   # a run is under way
+            wait = timeout if retry is None or (timeout is not None and timeout < retry) \
+                else retry
+            got = node.mailbox.wait(node.comms, timeout=wait,   # a run is under way
                                     on_idle=self.check_lost, idle_every=LOST_CHECK_S)
         if got is None:
+            if retry is not None and node.policy.retry_in() == 0.0:
+                node.apply(node.policy.retry())     # parked requests try a split again
             return False
         index, source, tag, msg = got
         node.handle_child(node.comms[index], source, tag, msg)

@@ -36,9 +36,13 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
                                              time.time(), init.get("shm", []))]))
     while node.stopping != 0:
-        index, source, tag, msg = mailbox.wait(
-            [parent] + node.comms, on_idle=watchdog,
-            max_sleep=MAX_SLEEP if node.busy() else IDLE_SLEEP)
+        got = mailbox.wait([parent] + node.comms, timeout=node.policy.retry_in(),
+                           on_idle=watchdog,
+                           max_sleep=MAX_SLEEP if node.busy() else IDLE_SLEEP)
+        if got is None:                 # time to try a split again
+            node.apply(node.policy.retry())
+            continue
+        index, source, tag, msg = got
         if index > 0:
             node.handle_child(node.comms[index - 1], source, tag, msg)
         elif tag == P.TASKS:

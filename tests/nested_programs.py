@@ -204,3 +204,28 @@ def deep_spine(n: int) -> int:
 @spawn
 def one() -> int:
     return 1
+
+
+@spawn
+def ident(i: int) -> int:
+    return i
+
+
+@spawn(depth=0)
+def fan_and_watch(n: int, ctx, peak: list) -> int:
+    """Spawns ``ident(0..n-1)``, noting the length of ``ctx``'s deque after each
+    spawn in ``peak``; returns their sum (run in-process, on a StealableContext)."""
+    futures = []
+    for i in range(n):
+        futures.append(ident(i))
+        peak.append(len(ctx.deque))
+    sync()
+    return sum(f.result() for f in futures)
+
+
+@spawn(depth=0)
+def fan_of_naps(n: int, ms: float) -> int:
+    """``n`` naps spawned at once, then synced: returns n."""
+    futures = [nap(ms) for _ in range(n)]
+    sync()
+    return sum(f.result() for f in futures)

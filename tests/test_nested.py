@@ -161,3 +161,39 @@ def test_a_task_polls_between_slow_spawns():
     ctx = StealableContext(worker)
     assert ctx.run_task(nest.sleep_spine, (30, 10.0), {}, 0, False) == 30
     assert worker.polls >= 20
+
+
+class _Peer(_Worker):
+    """A stand-in for a leaf of a run with other leaves."""
+
+    has_peers = True
+
+
+def _deque_peak(worker, n):
+    from dac.stealable import StealableContext
+    ctx = StealableContext(worker)
+    peak = []
+    value = ctx.run_task(nest.fan_and_watch, (n, ctx, peak), {}, 0, False)
+    return value, max(peak)
+
+
+def test_a_leaf_alone_keeps_most_spawns_plain_calls():
+    assert _deque_peak(_Worker(), 10) == (45, 2)       # KEEP entries, nobody steals
+
+
+def test_a_leaf_with_peers_makes_every_spawn_stealable():
+    """With other leaves, every spawn is an entry: the oldest, shallowest ones are
+    there to steal (kept to 2 entries, a thief of UTS T3 got one node at a time:
+    1.1x the elision on 2 leaves; every spawn an entry: 1.9x)."""
+    assert _deque_peak(_Peer(), 10) == (45, 10)
+
+
+def test_a_sync_that_runs_slow_entries_polls_by_the_clock():
+    """Fast spawns stretch the number of spawns between two polls; the entries they
+    made, run by sync, spawn nothing: the clock makes the polls (a spine on 2
+    leaves: one leaf idle for the whole run, 0.9x the elision; polled, 1.7x)."""
+    from dac.stealable import StealableContext
+    worker = _Peer()
+    ctx = StealableContext(worker)
+    assert ctx.run_task(nest.fan_of_naps, (100, 1.0), {}, 0, False) == 100
+    assert worker.polls >= 30            # 100 ms of naps, a poll every ~2 ms
