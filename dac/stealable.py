@@ -23,7 +23,11 @@ Calls of a function with ``cutoff=`` or ``leaf=`` are always plain here: the use
 chose the grain.
 Every entry's run is a *scope* that waits, before it returns, for the entries made
 under it (the implicit ``sync`` at the end of a spawned call); ``sync()`` with no
-argument waits for the current scope's entries.
+argument waits for the current scope's entries. Entries are numbered as they are
+made, so a scope is just the first number made under it (``base``): its entries
+still on the deque are those at the deque's new end numbered from ``base`` on
+(thieves take from the old end), and those out with thieves are found by the
+newest number they took (``stolen_top``). No object per scope, no counts to keep.
 """
 
 from __future__ import annotations
@@ -47,22 +51,15 @@ POLL_S = 2e-3       # how often a running task lets its worker read messages (a 
 LEAF_FRAMES = 4 if sys.version_info >= (3, 12) else 5
 
 
-class Scope:
-    """The entries made while one entry (or the task) runs and not yet done:
-    ``live`` on the deque, ``stolen`` taken by thieves and not yet returned."""
-
-    __slots__ = ("live", "stolen")
-
-    def __init__(self):
-        self.live = 0
-        self.stolen = 0
-
-
 class Entry(Future):
     """A spawned call on the deque: a future whose value the leaf computes later;
-    ``level`` is the nesting level of the call that spawned it (for ``sync()``)."""
+    ``seq`` its number (entries are numbered as they are made), ``level`` the
+    nesting level of the call that spawned it (for ``sync()``)."""
 
-    __slots__ = ("scope", "level")
+    __slots__ = ("seq", "level")
+
+
+_new_entry = object.__new__
 
 
 class StealableContext:
@@ -72,8 +69,10 @@ class StealableContext:
         self.worker = worker
         self.keep = keep
         self.deque: deque = deque()
-        self.scope = None
+        self.seq = 0                    # the number of the next entry
+        self.base = 0                   # the first number of the running scope
         self.stolen: dict = {}          # number -> Entry taken by a thief
+        self.stolen_top = -1            # the newest seq of those, -1: none
         self.next_number = 0
         self.owed = 0                   # tasks a thief asked for while nothing was here
         self.depth = 0                  # recursion depth of the running task's root
@@ -105,14 +104,17 @@ class StealableContext:
                 return Future(sf.fn(*args, **kwargs))
             finally:
                 self.level -= 1
-        entry = Entry(call=(sf, args, kwargs))
+        entry = _new_entry(Entry)
+        entry._value = _PENDING
+        entry._call = (sf, args, kwargs)
         entry.level = self.level
-        entry.scope = scope = self.scope
-        scope.live += 1
+        entry.seq = self.seq
+        self.seq += 1
         self.deque.append(entry)
         if self.owed:
             self._pay()
-        self._update()
+        if not self.eager:
+            self.full = len(self.deque) >= self.keep and not self.owed
         return entry
 
     def sync(self, futures):
@@ -137,10 +139,10 @@ class StealableContext:
         d, level = self.deque, self.level
         while d and d[-1].level >= level:
             self._run(d.pop())
-        scope = self.scope
-        if scope.stolen:
+        base = self.base
+        if self.stolen_top >= base:
             for entry in [e for e in self.stolen.values()
-                          if e.scope is scope and e.level >= level]:
+                          if e.seq >= base and e.level >= level]:
                 if entry._value is _PENDING:
                     self.worker.wait(entry.done)
 
@@ -152,25 +154,28 @@ class StealableContext:
         if time.perf_counter() - self.last_poll >= POLL_S:
             self._poll()
         self.full = False
-        entry.scope.live -= 1
         sf, args, kwargs = entry._call
-        saved, self.scope = self.scope, Scope()
+        # (no try/finally: a failure ends the task, and run_task puts the level and
+        # the scope back)
+        saved = self.base
+        self.base = base = self.seq
         self.level += 1
-        try:
-            value = sf.fn(*args, **kwargs)
-            if self.scope.live or self.scope.stolen:
-                self._drain(self.scope)
-        finally:
-            self.scope = saved
-            self.level -= 1
+        value = sf.fn(*args, **kwargs)
+        d = self.deque
+        if (d and d[-1].seq >= base) or self.stolen_top >= base:
+            self._drain(base)
+        self.base = saved
+        self.level -= 1
         entry._value = value
 
-    def _drain(self, scope: Scope) -> None:
-        """Wait for every entry of ``scope``: those on the deque are its newest."""
-        while scope.live:
-            self._run(self.deque.pop())
-        if scope.stolen:
-            self.worker.wait(lambda: not scope.stolen)
+    def _drain(self, base: int) -> None:
+        """Wait for every entry of the scope that begins at ``base``: those on the
+        deque are its newest."""
+        d = self.deque
+        while d and d[-1].seq >= base:
+            self._run(d.pop())
+        if self.stolen_top >= base:
+            self.worker.wait(lambda: self.stolen_top < base)
 
     def _poll(self) -> None:
         """Let the worker read its messages, about every ``POLL_S`` seconds: the
@@ -193,9 +198,11 @@ class StealableContext:
         """Run one task (a task of the root, or an entry split off elsewhere) as the
         root scope of this leaf's stack; nested tasks (run while a ``sync`` waits)
         stack their scopes on it."""
-        saved_state, saved_scope, saved_depth = context.state.current, self.scope, self.depth
+        saved_state, saved_base, saved_depth = context.state.current, self.base, self.depth
+        saved_level = self.level
         context.state.current = self
-        self.scope, self.depth = Scope(), depth
+        self.base = base = self.seq
+        self.depth = depth
         self.level += 1
         if self.worker.owed:                # a split came before this task started
             self.owed, self.worker.owed = self.worker.owed, 0
@@ -205,23 +212,25 @@ class StealableContext:
             if use_leaf and sf.leaf is not None:
                 return sf.leaf(*args, **kwargs)
             value = sf.fn(*args, **kwargs)
-            if self.scope.live or self.scope.stolen:
-                self._drain(self.scope)
+            d = self.deque
+            if (d and d[-1].seq >= base) or self.stolen_top >= base:
+                self._drain(base)
             return value
         except BaseException:
             self._forget()
             raise
         finally:
-            self.level -= 1
+            self.level = saved_level
             context.undeeper()
-            context.state.current, self.scope, self.depth = (saved_state, saved_scope,
-                                                            saved_depth)
+            context.state.current, self.base, self.depth = (saved_state, saved_base,
+                                                           saved_depth)
 
     def _forget(self) -> None:
         """A task failed or the leaf was stopped: the run is over, and the entries
         (and what thieves took) of every task on this stack with it."""
         self.deque.clear()
         self.stolen.clear()
+        self.stolen_top = -1
         self.owed = 0
         self._update()
 
@@ -255,8 +264,6 @@ class StealableContext:
             if task is None:                # arguments that cannot travel stay here
                 keep.append(entry)
                 continue
-            entry.scope.live -= 1
-            entry.scope.stolen += 1
             out.append(task)
         d.extendleft(reversed(keep))
         return out
@@ -281,6 +288,8 @@ class StealableContext:
             return None
         self.next_number += 1
         self.stolen[number] = entry
+        if entry.seq > self.stolen_top:
+            self.stolen_top = entry.seq
         return tid, payload
 
     def _key(self, sf):
@@ -307,4 +316,4 @@ class StealableContext:
             if entry is None:       # its task failed meanwhile (``_forget``)
                 continue
             entry._value = loads(blob)
-            entry.scope.stolen -= 1
+        self.stolen_top = max((e.seq for e in self.stolen.values()), default=-1)
