@@ -160,6 +160,8 @@ class StealPolicy:
         self.split_refused = False      # the parent refused an idle request (no work
         #                                 anywhere outside): do not ask it again
         self.split_up = 0               # tasks the parent asked this node to split off
+        self.up_waiting: set = set()    # children whose split answers the parent's
+        self.up_got: list = []          # what they gave so far
         self.counters: dict = {}
         self.reset_counters()
 
@@ -230,12 +232,8 @@ class StealPolicy:
                 # leaves are busy: they spawn more); a leaf is busy again when it
                 # says so, or woken by results
                 c.dry_until = self.now() + DRY_S if c.role == "router" else 0.0
-                if voided and self.split_up:    # the split it owed the parent is void
-                    out: list = []
-                    if not self._split_a_child(self.split_up, (), out):
-                        self.split_up = 0
-                        out.append(Yield([]))
-                    return out + self.distribute()
+                if voided:                      # the split it owed is void
+                    return self.distribute() + self._answered_up(k)
         return self.distribute()
 
     def on_child_results(self, k: int, count: int, want: int, idle: bool = False) -> list:
@@ -244,13 +242,25 @@ class StealPolicy:
         return self.child_wants(k, want, idle)
 
     def on_split_request(self, amount: int) -> list:
-        """The parent asks this node to hand over up to ``amount`` tasks."""
+        """The parent asks this node to hand over up to ``amount`` tasks: from the
+        pool, else from every child that can be split. The parent asks only when the
+        rest of its tree has nothing left to split, so a whole subtree waits on the
+        answer: each busy child gives some (a leaf at most half its deque), all in
+        one answer (one round trip instead of one per waiting leaf)."""
         if self.pool:
             n = min(amount, (len(self.pool) + 1) // 2)
             return [Yield([self.pool.pop() for _ in range(n)][::-1])]
         self.split_up = max(1, amount)
         out: list = []
-        if not self._split_a_child(self.split_up, (), out):
+        now = self.now()
+        for k, c in enumerate(self.children):
+            if c.split_pending:
+                self.up_waiting.add(k)      # its answer is counted in as well
+            elif c.splittable(now):
+                c.split_pending = True
+                self.up_waiting.add(k)
+                out.append(Split(k, self.split_up))
+        if not self.up_waiting:
             self.split_up = 0
             out.append(Yield([]))
         return out
@@ -262,26 +272,27 @@ class StealPolicy:
         c = self.children[k]
         c.split_pending = False
         c.outstanding -= self._counted(k, tasks)
-        out: list = []
         if not tasks:
             c.dry_until = self.now() + DRY_S
-            if self.split_up:
-                if not self._split_a_child(self.split_up, (), out):
-                    self.split_up = 0
-                    out.append(Yield([]))
-                return out
-            return self.distribute()
         self.pool.extend(tasks)
-        if self.split_up:
-            # the parent asked too: this node's own waiting children are served
-            # first (a local steal before a remote one, as from the pool), the rest
-            # goes up; an empty answer tells the parent "nothing here now"
-            self.split_up = 0
-            out = self.distribute(last=k)
-            rest = list(self.pool)
-            self.pool.clear()
-            return out + [Yield(rest)]
-        return self.distribute(last=k)      # to the others first: k split them off
+        # this node's own waiting children are served first (a local steal before a
+        # remote one), the others before k (k split them off); the rest goes up if
+        # the parent asked
+        return self.distribute(last=k) + self._answered_up(k)
+
+    def _answered_up(self, k: int) -> list:
+        """Child ``k``'s part of the parent's split is in (or void: it went idle):
+        what the pool holds goes up with it, in one answer once every child asked
+        has answered (an empty one tells the parent "nothing here now")."""
+        if not self.split_up or k not in self.up_waiting:
+            return []
+        self.up_waiting.discard(k)
+        self.up_got.extend(self.pool)
+        self.pool.clear()
+        if self.up_waiting:
+            return []
+        got, self.up_got, self.split_up = self.up_got, [], 0
+        return [Yield(got)]
 
     def results_from(self, k: int, results) -> tuple:
         """Child ``k`` sent ``results``: its outstanding work shrinks by those this

@@ -583,21 +583,27 @@ def test_a_router_asked_to_split_yields_from_its_pool():
     assert outstanding(policy) == [5, 5] and steals(policy) == counts()
 
 
-def test_a_router_with_an_empty_pool_passes_the_split_to_a_busy_child():
+def test_a_router_with_an_empty_pool_splits_every_busy_child_for_its_parent():
+    """The parent asks only when the rest of its tree has nothing to split: a whole
+    subtree waits on the answer, so every busy child gives some, in one answer (32
+    sleeping leaves under routers: 0.48-0.54 efficiency with one child split per
+    request, 0.53-0.63 with all)."""
     policy = router(leaves=2, quota=5)
     policy.path = (2,)
     policy.on_tasks([job(i) for i in range(10)])
-    assert policy.on_split_request(4) == [Split(0, 4)]
+    assert policy.on_split_request(4) == [Split(0, 4), Split(1, 4)]
     assert policy.busy()
     stolen = [job(3), job(4), spawn((2, 0), 1)]
-    # the answer goes up as it is: no child of this router gets it, no steal here
-    assert policy.on_split_answer(0, stolen) == [Yield(stolen)]
-    assert outstanding(policy) == [3, 5] and not policy.pool
+    # the answers go up together: no child of this router waits, no steal here
+    assert policy.on_split_answer(0, stolen) == []
+    assert policy.on_split_answer(1, [job(9)]) == [Yield(stolen + [job(9)])]
+    assert outstanding(policy) == [3, 4] and not policy.pool
     assert steals(policy) == counts()
-    # next time the busier child; an empty answer moves on to the other one
-    assert policy.on_split_request(4) == [Split(1, 4)]
-    assert policy.on_split_answer(1, []) == [Split(0, 4)]
+    # a child that gives nothing is passed over for DRY_S; one answer all the same
+    assert policy.on_split_request(4) == [Split(0, 4), Split(1, 4)]
+    assert policy.on_split_answer(1, []) == []
     assert policy.on_split_answer(0, []) == [Yield([])]
+    assert policy.on_split_request(4) == [Yield([])]     # both dry for now
     assert policy.split_up == 0 and steals(policy) == counts()
 
 
@@ -605,18 +611,21 @@ def test_a_router_serves_its_own_waiting_leaf_before_the_parent_split():
     """Work split off a child while both the parent and a child of this router wait
     goes to the child first (a local steal before a remote one); the rest goes up.
     (Measured before: 32 sleeping leaves under routers, 0.38 efficiency; after, 0.5.)"""
-    policy = router(leaves=2, quota=5)
+    policy = router(leaves=3, quota=5)
     policy.path = (2,)
-    policy.on_tasks([job(i) for i in range(10)])
-    assert policy.on_split_request(4) == [Split(0, 4)]
-    # leaf 1 ran its share and waits; the parent has no more, and leaf 0's split,
-    # already asked for, will serve it
-    assert policy.on_child_results(1, 5, 2, idle=True) == [AskParent([], 14, False)]
-    assert policy.on_nomore() == []
+    policy.on_tasks([job(i) for i in range(15)])
+    assert outstanding(policy) == [5, 5, 5]
+    # leaf 2 ran its share and waits; the parent has no more
+    assert policy.on_child_results(2, 5, 2, idle=True) == [AskParent([], 24, False)]
+    assert policy.on_nomore() == [Split(0, 2)]
+    # the parent asks too: the other busy child is split as well
+    assert policy.on_split_request(4) == [Split(1, 4)]
     stolen = [spawn((2, 0), 1), spawn((2, 0), 2), spawn((2, 0), 3)]
-    assert policy.on_split_answer(0, stolen) == [Give(1, stolen[:2]), Yield(stolen[2:])]
+    assert policy.on_split_answer(0, stolen) == [Give(2, stolen[:2])]
+    assert policy.on_split_answer(1, [spawn((2, 1), 1)]) == [
+        Yield([stolen[2], spawn((2, 1), 1)])]
     assert policy.split_up == 0 and not policy.pool
-    assert outstanding(policy) == [5, 2]
+    assert outstanding(policy) == [5, 5, 2]
     assert steals(policy) == counts(steals_remote=1, steals_split=1)
 
 
@@ -822,8 +831,10 @@ def test_a_leaf_waiting_at_sync_is_never_refused():
     policy.path = (1,)
     t0, t1, s1 = job(0), job(1), spawn((1, 0), 1)
     assert policy.on_tasks([t0, t1]) == [Give(0, [t0]), Give(1, [t1])]
-    assert policy.on_split_request(1) == [Split(0, 1)]
-    assert policy.on_split_answer(0, [s1]) == [Yield([s1])]
+    # every busy child is split for the parent, one answer for both
+    assert policy.on_split_request(1) == [Split(0, 1), Split(1, 1)]
+    assert policy.on_split_answer(0, [s1]) == []
+    assert policy.on_split_answer(1, []) == [Yield([s1])]
     assert outstanding(policy) == [1, 1]                 # its own spawn: not counted
     policy.keep_results([(1, "r1")])
     assert policy.on_child_results(1, 1, 1, idle=True) == [AskParent([(1, "r1")], 10)]
@@ -929,7 +940,7 @@ def test_a_split_voided_by_an_idle_request_still_answers_the_parent():
     policy = router(leaves=2, quota=5)
     policy.on_tasks([job(i) for i in range(10)])
     actions = policy.on_split_request(4)
-    assert actions == [Split(0, 4)]
+    assert actions == [Split(0, 4), Split(1, 4)]
     actions += policy.on_child_results(0, 5, 5, idle=True)
     actions += policy.on_nomore()
     actions += policy.on_child_results(1, 5, 5, idle=True)
