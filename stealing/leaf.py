@@ -97,6 +97,7 @@ class Leaf:
         self.worker = self if not self.one_shot and self.device < 0 else None
         self.asked_idle = False     # the outstanding request says "nothing to run"
         self.owed = 0               # a split asked before the next task started
+        self.split_owed = False     # the running task owes a split its next spawn pays
         self.asked_in_task = False  # the outstanding request was sent from a waiting sync
         self.seq = 0                # number of its latest request
         self.refused_idle = False   # an idle request was refused: wait for TASKS
@@ -192,6 +193,7 @@ class Leaf:
         self.seq += 1
         if idle:
             self.owed = 0
+            self.split_owed = False
             if self.running:
                 self.executor.split(0)
         self.send(P.RESULTS, P.Results(results, self.want, idle=idle, seq=self.seq))
@@ -214,7 +216,9 @@ class Leaf:
         given = [self.tasks.pop() for _ in range(n)][::-1]
         if len(given) < want and self.worker is not None:
             if self.running:
-                given += self.executor.split(want - len(given))
+                got = self.executor.split(want - len(given))
+                self.split_owed = not got       # the executor pays at its next spawn
+                given += got
             else:               # its one queued task has not started: owe from it
                 self.owed = want - len(given)
         if given:
@@ -222,6 +226,7 @@ class Leaf:
 
     def offer(self, tasks: list) -> None:
         """Answer the parent's SPLIT with ``tasks``."""
+        self.split_owed = False
         self.meter.record["split_given"] += len(tasks)
         self.send(P.STOLEN, P.Tasks(tasks))
 
@@ -249,7 +254,10 @@ class Leaf:
                 continue
             got = mb.poll(comms)
             if got is None:
-                if not self.refused_idle and (not self.requested or not self.asked_idle):
+                # idle: ask (again, if a split came since the last idle request: the
+                # new request voids it at the parent, which waits for its answer)
+                if not self.refused_idle and (not self.requested or not self.asked_idle
+                                              or self.split_owed):
                     self.ask(idle=True)
                     self.asked_in_task = asked = True
                 t0 = time.perf_counter()

@@ -37,12 +37,15 @@ def open_trace(who: str) -> Trace | None:
 
 
 def summary(obj) -> str:
-    """A message's fields, lists as their length (``Results(results=3, want=5)``)."""
+    """A message's fields, lists as their length and, for lists of tasks or results,
+    the ids of split work (``path:number``): ``Results(results=2[0.1:7,12], want=5)``."""
     if hasattr(obj, "_fields"):
         parts = []
         for f in obj._fields:
             v = getattr(obj, f)
-            if isinstance(v, (list, tuple, dict)):
+            if isinstance(v, list) and v and isinstance(v[0], tuple) and len(v[0]) == 2:
+                parts.append(f"{f}={len(v)}[{','.join(_id(t[0]) for t in v[:10])}]")
+            elif isinstance(v, (list, tuple, dict)):
                 parts.append(f"{f}={len(v)}")
             elif v is not None:
                 parts.append(f"{f}={v!r}"[:40])
@@ -50,3 +53,10 @@ def summary(obj) -> str:
     if isinstance(obj, dict):
         return f"dict({len(obj)})"
     return type(obj).__name__
+
+
+def _id(tid) -> str:
+    """A task id for the trace: the root's number, or ``path:number`` of split work."""
+    if isinstance(tid, tuple) and len(tid) == 2 and isinstance(tid[0], tuple):
+        return f"{'.'.join(map(str, tid[0]))}:{tid[1]}"
+    return str(tid)

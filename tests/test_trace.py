@@ -36,4 +36,4 @@ def test_trace_files_hold_every_process_messages(tmp_path):
     assert ("leaf/1/0", "take", "up", "STOP") in seen
     assert ("root", "take", "1", "BYE") in seen
     tasks = [ln for ln in lines if ln[1] == "root" and ln[2] == "send" and ln[4] == "TASKS"]
-    assert tasks[0][5].startswith("Tasks(tasks=")    # lists show as their length
+    assert tasks[0][5].startswith("Tasks(tasks=")    # lists show as their length (and ids)

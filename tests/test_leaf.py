@@ -1,0 +1,82 @@
+"""The leaf's side of a split, without MPI: a stand-in mailbox and executor."""
+
+from collections import deque
+
+from stealing import protocol as P
+from stealing.leaf import Leaf
+
+
+class Mailbox:
+    """Delivers the queued messages in order; a None in the queue is a poll that
+    finds nothing. Records what the leaf sends."""
+
+    def __init__(self, *messages):
+        self.inbox = deque(messages)
+        self.sent = []
+
+    def send(self, comm, obj, dest, tag):
+        self.sent.append((P.name(tag), obj))
+
+    def poll(self, comms):
+        msg = self.inbox.popleft() if self.inbox else None
+        return None if msg is None else (0, 0) + msg
+
+    def wait(self, comms, **_):
+        while self.inbox and self.inbox[0] is None:
+            self.inbox.popleft()
+        return (0, 0) + self.inbox.popleft()
+
+
+class Executor:
+    """Nothing to split; RETURN marks the waited-for spawn done."""
+
+    def __init__(self):
+        self.splits, self.delivered = [], False
+
+    def split(self, want):
+        self.splits.append(want)
+        return []
+
+    def deliver(self, results):
+        self.delivered = True
+
+
+class Status:
+    def task(self, tid):
+        pass
+
+
+def a_leaf(*messages):
+    mailbox = Mailbox(*messages)
+    leaf = Leaf(None, "parent", {"status": Status(), "params": {"tasks_per_leaf": 5},
+                                 "leaves": 2, "path": (0,)}, mailbox)
+    leaf._executor = Executor()
+    leaf.watchdog = None
+    return leaf, mailbox
+
+
+def test_a_leaf_waiting_at_sync_voids_a_split_it_cannot_pay():
+    """A task waits at sync for a stolen spawn, its idle request already sent; a
+    SPLIT comes, and the deque is empty: the split is owed until the next spawn,
+    which may never come while the task waits. The leaf asks idle again, which
+    voids the split at its parent. (Before: it stayed silent, the parent waited for
+    the answer, and with it a router answering its own parent: a run of 32 sleeping
+    leaves under routers hung, once in a few runs.)"""
+    leaf, mailbox = a_leaf((P.SPLIT, P.Split(4)), None,
+                           (P.RETURN, P.Returned([(((0,), 7), b"")])))
+    leaf.working, leaf.running = True, 1
+    leaf.requested, leaf.asked_idle, leaf.seq = True, True, 3     # asked before
+    leaf.wait(lambda: leaf.executor.delivered)
+    assert leaf.executor.splits == [4, 0]        # owed, then voided by the request
+    assert [(tag, msg.want, msg.idle, msg.seq) for tag, msg in mailbox.sent] == [
+        ("RESULTS", 5, True, 4),                 # the new idle request
+        ("RESULTS", 0, False, 0)]                # withdrawn when the task goes on
+    assert not leaf.split_owed
+
+
+def test_a_leaf_waiting_at_sync_with_nothing_owed_does_not_ask_again():
+    leaf, mailbox = a_leaf(None, (P.RETURN, P.Returned([(((0,), 7), b"")])))
+    leaf.working, leaf.running = True, 1
+    leaf.requested, leaf.asked_idle, leaf.seq = True, True, 3
+    leaf.wait(lambda: leaf.executor.delivered)
+    assert mailbox.sent == [] and leaf.executor.splits == []
