@@ -121,7 +121,12 @@ class Leaf:
         if tag == P.TASKS:
             self.tasks.extend(msg.tasks)
             self.batch_len = len(msg.tasks)
-            self.exhausted = self.refused_idle = False
+            self.refused_idle = False
+            if any(type(t[0]) is int for t in msg.tasks):
+                # tasks of the root's pool: the parent may have more (prefetch
+                # again); work split off another leaf says nothing of the pool
+                # (asking ahead for more would only bring "no more")
+                self.exhausted = False
             if msg.seq == self.seq:         # (else it answers a request replaced since)
                 self.requested = self.asked_in_task = False
             self.working = True

@@ -80,3 +80,17 @@ def test_a_leaf_waiting_at_sync_with_nothing_owed_does_not_ask_again():
     leaf.requested, leaf.asked_idle, leaf.seq = True, True, 3
     leaf.wait(lambda: leaf.executor.delivered)
     assert mailbox.sent == [] and leaf.executor.splits == []
+
+
+def test_split_work_does_not_make_the_leaf_ask_ahead():
+    """After "no more", a batch of work split off another leaf says nothing of the
+    pool: asking ahead for more (prefetch) would only bring another "no more". On a
+    spine on 2 leaves, 63 of 198 messages the thief sent were such requests, each
+    answered NOMORE. A batch with tasks of the root's pool may be followed by more."""
+    leaf, mailbox = a_leaf()
+    leaf.working, leaf.exhausted = True, True
+    leaf.handle(P.TASKS, P.Tasks([(((1,), 5), b"a"), (((1,), 6), b"b")], 0))
+    assert leaf.exhausted and len(leaf.tasks) == 2
+    leaf.handle(P.TASKS, P.Tasks([(((1,), 7), b"c"), (12, b"d")], 0))
+    assert not leaf.exhausted and len(leaf.tasks) == 4
+    assert mailbox.sent == []
