@@ -1,0 +1,130 @@
+"""What a spawn costs inside a leaf's task, in nanoseconds, against the serial elision.
+
+A leaf runs its task in a ``dac.stealable.StealableContext``: a ``@spawn`` call is a
+plain call (a leaf alone, or its deque already full) or a deque *entry* (a leaf with
+other leaves in its run: every spawn, so that thieves find the shallowest calls). This
+measures both in this process, with a stand-in for the leaf's worker (no MPI, nothing
+stolen: the cost of the bookkeeping only), beside the same code outside ``dac.run``:
+
+  call         ``f(i)`` spawned and dropped (a plain call's cost; entries pile up on
+               the deque of a leaf with peers and run at the task's implicit sync)
+  call+sync    ``f(i)`` spawned, then ``sync()`` and ``.result()`` (an entry's whole
+               life: pushed, popped by sync, run as a scope)
+  UTS          examples/uts.py on a small binomial tree (6231 nodes): the ratio of the
+               leaf's time to the elision's, per node
+
+Best of --repeat runs for every figure.
+
+Run:  python benchmarks/spawn_cost.py
+      python benchmarks/spawn_cost.py --calls 100000 --repeat 3 --json
+Exit status: 0 (figures are reported, not asserted).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
+
+import dac  # noqa: E402
+import uts  # noqa: E402
+from dac import context  # noqa: E402
+from dac.stealable import StealableContext  # noqa: E402
+
+
+@dac.spawn
+def ident(x):
+    return x
+
+
+@dac.spawn
+def calls(n):
+    for i in range(n):
+        ident(i)
+    return 0
+
+
+@dac.spawn
+def calls_and_syncs(n):
+    for i in range(n):
+        f = ident(i)
+        dac.sync()
+        f.result()
+    return 0
+
+
+class StandIn:
+    """The leaf as the executor sees it (stealing.executor.Worker), with nothing to
+    read and nobody stealing."""
+
+    path, owed = (0,), 0
+
+    def __init__(self, has_peers):
+        self.has_peers = has_peers
+
+    def poll(self):
+        pass
+
+    def wait(self, done):
+        raise AssertionError("nothing was stolen")
+
+    def offer(self, tasks):
+        raise AssertionError("nobody asked")
+
+
+def best(repeat, fn, *args):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def in_leaf(has_peers, sf, args):
+    ctx = StealableContext(StandIn(has_peers))
+    return ctx.run_task(sf, args, {}, 0, False)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=200000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    n = args.calls
+    rows = {}
+    for name, sf in (("call", calls), ("call+sync", calls_and_syncs)):
+        serial = best(args.repeat, context.run_serially, sf, (n,), {})
+        alone = best(args.repeat, in_leaf, False, sf, (n,))
+        peers = best(args.repeat, in_leaf, True, sf, (n,))
+        rows[name] = {k: v / n * 1e9 for k, v in
+                      (("elision", serial), ("alone", alone), ("peers", peers))}
+    tree = uts.Tree("binomial", 30, 42, q=0.124875, m=8)
+    root = uts.rng_init(tree.seed)
+    nodes = uts.count_recursive(tree)[0]
+    serial = best(args.repeat, uts.count_recursive, tree)
+    alone = best(args.repeat, in_leaf, False, uts.uts, (tree, root, 0))
+    peers = best(args.repeat, in_leaf, True, uts.uts, (tree, root, 0))
+    rows["UTS node"] = {"elision": serial / nodes * 1e9, "alone": alone / nodes * 1e9,
+                        "peers": peers / nodes * 1e9}
+    print(f"ns per spawn inside a leaf's task (best of {args.repeat}; {n} calls, UTS: "
+          f"{nodes} nodes); in brackets the extra over the elision")
+    print(f"{'':10s} {'elision':>9s} {'leaf alone':>18s} {'leaf with peers':>18s}")
+    for name, r in rows.items():
+        e = r["elision"]
+        print(f"{name:10s} {e:9.0f} {r['alone']:9.0f} ({r['alone'] - e:+5.0f}) "
+              f"{r['peers']:9.0f} ({r['peers'] - e:+5.0f})")
+    u = rows["UTS node"]
+    print(f"UTS in a leaf: alone {u['alone'] / u['elision']:.2f}x the elision, with peers "
+          f"{u['peers'] / u['elision']:.2f}x")
+    if args.json:
+        print(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
