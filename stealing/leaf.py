@@ -214,7 +214,8 @@ class Leaf:
     def split(self, want: int) -> None:
         """SPLIT: hand over the newest queued tasks (the queue runs oldest first),
         then, while a task runs, the executor's oldest spawns; a leaf with nothing
-        to give owes the answer until its next spawn (the executor calls ``offer``)."""
+        to give owes the answer until its next spawn (the executor calls ``offer``),
+        or until it runs out of work: its idle request voids the split."""
         if not self.working or (not self.tasks and not self.running):
             return          # idle: the request it sent already voided the split
         n = min(want, (len(self.tasks) + 1) // 2) if len(self.tasks) > 1 else 0

@@ -88,10 +88,11 @@ class Results(NamedTuple):
 
 
 class Split(NamedTuple):
-    """SPLIT: hand over up to ``want`` tasks of unstarted work (a leaf: its oldest
-    queued tasks, then its oldest stealable spawns; a router: from its pool, or it
-    passes the request to a busy child). Answered with STOLEN, at once or, by a leaf
-    whose deque is empty, at its next spawn."""
+    """SPLIT: hand over up to ``want`` tasks of unstarted work (a leaf: its newest
+    queued tasks, then its oldest stealable spawns; a router: from its pool, or from
+    every busy child, in one answer). Answered with STOLEN, at once or, by a leaf
+    whose deque is empty, at its next spawn; a leaf's idle request (RESULTS with
+    ``idle``) voids a split it has not answered."""
     want: int
 
 
