@@ -84,11 +84,11 @@ class StealableContext:
         self.countdown = 1              # spawns until the next poll ...
         self.interval = 1               # ... and between two polls, sized by the clock
         self.last_poll = time.perf_counter()
-        # True while a spawn is a plain call: the deque holds ``keep`` entries and no
-        # thief is owed any. SpawnFunction.__call__ reads it (and ``countdown``)
-        # itself, so a plain call costs no call of ``call``.
         # other leaves may steal: every spawn is an entry (see the docstring)
         self.eager = bool(getattr(worker, "has_peers", False))
+        # True while a spawn is a plain call: not eager, the deque holds ``keep``
+        # entries and no thief is owed any. SpawnFunction.__call__ reads it (and
+        # ``countdown``) itself, so a plain call costs no call of ``call``.
         self.full = keep <= 0 and not self.eager
 
     def _update(self) -> None:
@@ -113,7 +113,7 @@ class StealableContext:
         self.deque.append(entry)
         if self.owed:
             self._pay()
-        if not self.eager:
+        if not self.eager:                  # _update, inlined on the spawn path
             self.full = len(self.deque) >= self.keep and not self.owed
         return entry
 
@@ -162,8 +162,8 @@ class StealableContext:
         self.level += 1
         value = sf.fn(*args, **kwargs)
         d = self.deque
-        if (d and d[-1].seq >= base) or self.stolen_top >= base:
-            self._drain(base)
+        if (d and d[-1].seq >= base) or self.stolen_top >= base:   # (the usual case:
+            self._drain(base)                                     # no call at all)
         self.base = saved
         self.level -= 1
         entry._value = value
@@ -212,9 +212,7 @@ class StealableContext:
             if use_leaf and sf.leaf is not None:
                 return sf.leaf(*args, **kwargs)
             value = sf.fn(*args, **kwargs)
-            d = self.deque
-            if (d and d[-1].seq >= base) or self.stolen_top >= base:
-                self._drain(base)
+            self._drain(base)
             return value
         except BaseException:
             self._forget()

@@ -197,6 +197,13 @@ class Node:
         self.apply(routes)
         self.apply(self.policy.distribute())    # a woken child may be split now
 
+    def retry_if_due(self) -> None:
+        """Parked idle requests try a split again once a child that had nothing to
+        give has waited ``DRY_S`` (the node's wait times out for it:
+        ``policy.retry_in``)."""
+        if self.policy.retry_in() == 0.0:
+            self.apply(self.policy.retry())
+
     def apply(self, actions) -> None:
         """Carry out the policy's decisions, in order."""
         for action in actions:

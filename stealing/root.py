@@ -194,13 +194,12 @@ class RootScheduler:
         if timeout == 0.0:
             got = node.mailbox.poll(node.comms)
         else:
-            wait = timeout if retry is None or (timeout is not None and timeout < retry) \
-                else retry
+            wait = retry if timeout is None else timeout if retry is None \
+                else min(timeout, retry)
             got = node.mailbox.wait(node.comms, timeout=wait,   # a run is under way
                                     on_idle=self.check_lost, idle_every=LOST_CHECK_S)
         if got is None:
-            if retry is not None and node.policy.retry_in() == 0.0:
-                node.apply(node.policy.retry())     # parked requests try a split again
+            node.retry_if_due()
             return False
         index, source, tag, msg = got
         node.handle_child(node.comms[index], source, tag, msg)

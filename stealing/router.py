@@ -39,8 +39,8 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
         got = mailbox.wait([parent] + node.comms, timeout=node.policy.retry_in(),
                            on_idle=watchdog,
                            max_sleep=MAX_SLEEP if node.busy() else IDLE_SLEEP)
-        if got is None:                 # time to try a split again
-            node.apply(node.policy.retry())
+        if got is None:
+            node.retry_if_due()
             continue
         index, source, tag, msg = got
         if index > 0:
