@@ -3,11 +3,13 @@
 The root runs the top of the recursion. A call at the spawn depth (or whose ``cutoff``
 holds) becomes a task and returns a pending future; a call above it runs here. A frame
 that must ``sync`` on a pending future is suspended (abandoned) and its parent goes on,
-so one pass finds every task the top of the recursion can reach. The tasks are solved
-by the leaves; then the root runs the top again, now with their results known, which
-performs the combine steps. Frames that finish are remembered by their call path, so a
-program whose later spawns depend on earlier results takes several rounds, each
-re-running only what is unfinished.
+so one pass finds every task the top of the recursion can reach, and notes the tasks
+the suspended frames wait on (``blockers``). The leaves solve the tasks while the root
+waits; as soon as a blocker's result is in, the root runs the top again with the results
+known so far (``dac.driving``): frames resume their combine steps, and a frame whose
+later spawns depend on earlier results sends those tasks at once, while other branches
+are still at work (no barrier across the tree). Frames that finish are remembered by
+their call path, so a pass re-runs only what is unfinished.
 
 Both passes must make the same calls with the same arguments: every call is recorded by
 its path (the indices of the calls leading to it) with its function and a digest of its
@@ -82,6 +84,8 @@ class Expansion:
         self.finished: dict = {}     # path of a frame above the spawn depth -> its value
         self.tasks: dict = {}        # path -> Task, every task ever found
         self.new_tasks: list = []    # tasks found by the current pass
+        self.pending: dict = {}      # a pending task future of this pass -> its path
+        self.blockers: set = set()   # paths of the tasks suspended frames wait on
         self.stack: list = []
         self.auto_used = False       # some call became a task by the automatic depth
         self.max_task_depth = 0
@@ -90,6 +94,8 @@ class Expansion:
     def run_pass(self, sf, args, kwargs):
         """Run the top call once; returns ``(done, value)``."""
         self.new_tasks = []
+        self.pending = {}
+        self.blockers = set()
         context.deeper(context.EXPANSION_FRAMES)      # as deep as plain Python
         saved = context.state.current
         context.state.current = self
@@ -138,7 +144,9 @@ class Expansion:
                 self.max_task_depth = max(self.max_task_depth, depth)
                 if self.sink is not None:
                     self.sink(self)
-            return Future(call=call)
+            fut = Future(call=call)
+            self.pending[fut] = path
+            return fut
         self._check(path, sf, _fingerprint(args, kwargs), call)
         if path in self.finished:
             return Future(self.finished[path], call)
@@ -147,6 +155,7 @@ class Expansion:
         try:
             value = sf.fn(*args, **kwargs)
             if not all(f.done() for f in frame.children):     # implicit sync at return
+                self._blocked(frame.children)
                 return Future(call=call)
         except Suspend:
             return Future(call=call)
@@ -179,13 +188,26 @@ class Expansion:
     def sync(self, futures):
         for f in futures:
             if type(f) is Future and not f.done():
+                self._blocked((f,))
                 raise Suspend()
         return context._values(futures)
 
     def sync_all(self):
-        if not all(f.done() for f in self.stack[-1].children):
+        children = self.stack[-1].children
+        if not all(f.done() for f in children):
+            self._blocked(children)
             raise Suspend()
         return None
+
+    def _blocked(self, futures) -> None:
+        """Note the task the frame about to suspend waits on first. A frame waiting on
+        a suspended frame needs nothing more: that frame noted its own task."""
+        for f in futures:
+            if not f.done():
+                path = self.pending.get(f)
+                if path is not None:
+                    self.blockers.add(path)
+                return
 
 
 def function_table(tasks, sent: set) -> dict:

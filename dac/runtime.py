@@ -2,8 +2,9 @@
 
 ``Runtime`` spawns the tree once and keeps it for several ``run`` calls; ``dac.run``
 makes a ``Runtime`` for one call. Each run expands the top of the recursion on the root,
-lets the tree solve the tasks (rounds, when later spawns depend on earlier results),
-replays the top to combine, and gathers the statistics. A failure or Ctrl-C ends every
+lets the tree solve the tasks while the root runs the top again whenever a result a
+waiting frame needs is in (``dac.driving``: combine steps, and spawns that depend on
+earlier results, without rounds), and gathers the statistics. A failure or Ctrl-C ends every
 process of the tree before the error reaches the caller.
 """
 
@@ -17,9 +18,9 @@ from dataclasses import dataclass, field
 from stealing.mpi import MPIBroken, lock
 
 from . import execution
-from .errors import DacError, LostProcessError, SerializationError, TaskError
+from .driving import drive
+from .errors import DacError, LostProcessError, TaskError
 from .expansion import choose_depth, function_table
-from .serialize import loads
 from .spawn import as_call
 
 LEAF_MODES = ("persistent", "spawn")
@@ -39,7 +40,8 @@ class RunReport:
     """What one run gives back: the value, the time inside ``run`` and the statistics.
 
     ``stats`` holds the totals ``spawns``, ``batches``, ``steals_local``,
-    ``steals_remote``, ``steals_failed``, ``tasks``, ``startup_s``, plus ``rounds``,
+    ``steals_remote``, ``steals_failed``, ``tasks``, ``startup_s``, plus ``passes``
+    (how many times the root ran the top of the recursion),
     ``depth`` and a ``processes`` list (role, cluster, host, pid, cpu_s, tasks, busy_s,
     idle_s, ...), root first.
     """
@@ -273,7 +275,7 @@ class Runtime:
                 self.close()
             raise self._translate(exc) from None
         done, value = exp.first
-        rounds = 0
+        passes = 1
         stats_list = []
         startup = 0.0
         if not done:
@@ -283,29 +285,13 @@ class Runtime:
             try:
                 if fresh:
                     sched.begin_job()
-                while not done:
-                    rounds += 1
-                    tasks = exp.new_tasks
-                    if not tasks:
-                        raise DacError("the computation is waiting on futures that no "
-                                       "task will produce")
-                    helps = opts.get("root_helps", True) and \
-                        all(t.sf.leaf_loaded() for t in tasks)
-                    local = {t.sf.key: t.sf for t in tasks} if helps else None
-                    if rounds == 1 and streamer is not None and streamer.exp is exp \
-                            and streamer.started:
-                        streamer.flush()
-                        streamer.check()
-                        blobs = sched.close_round(len(tasks), local)
-                    else:
-                        table = function_table(tasks, sched.sent_keys)
-                        blobs = sched.solve([(t.tid, t.payload) for t in tasks], table,
-                                            local)
-                    by_tid = {t.tid: t for t in tasks}
-                    for tid, blob in blobs.items():
-                        task = by_tid[tid]
-                        exp.results[task.path] = _load_result(task, blob)
-                    done, value = exp.run_pass(fn, args, kwargs)
+                streamed = streamer is not None and streamer.exp is exp \
+                    and streamer.started
+                if streamed:
+                    streamer.flush()
+                    streamer.check()
+                value, passes = drive(sched, exp, fn, args, kwargs,
+                                      opts.get("root_helps", True), streamed)
                 stats_list = sched.end_job()
                 if sched.job_id == 1:
                     startup = sched.startup_s or 0.0
@@ -315,7 +301,7 @@ class Runtime:
         elapsed = time.perf_counter() - t0
         from stealing.stats import totals
         stats = totals(stats_list, startup)
-        stats["rounds"] = rounds
+        stats["passes"] = passes
         stats["depth"] = exp.max_task_depth
         global last_report
         self.report = last_report = RunReport(value, elapsed, stats)
@@ -350,24 +336,6 @@ class Runtime:
                                 signal=-code if code < 0 else None, task=task)
 
 
-def _load_result(task, blob: bytes):
-    """A task's result, unpickled; a failure names the task and what failed (the
-    result's class may be missing here, or its ``__setstate__`` may refuse)."""
-    try:
-        return loads(blob)
-    except Exception as exc:                                # noqa: BLE001
-        import traceback
-        sf, args, kwargs = task.call
-        where = ""
-        frames = traceback.extract_tb(exc.__traceback__)
-        if frames and frames[-1].filename != __file__:
-            last = frames[-1]
-            where = f" (in {last.name}, {last.filename}:{last.lineno})"
-        raise SerializationError(f"the result of {sf.describe(args, kwargs)} was "
-                                 f"computed but cannot be unpickled on the root: "
-                                 f"{type(exc).__name__}: {exc}{where}") from exc
-
-
 class _Streamer:
     """Sends the first pass's tasks to a running tree in growing chunks, once the pass
     is sure to be kept (see ``choose_depth``). Errors are held until the pass ends: they
@@ -389,7 +357,7 @@ class _Streamer:
             if not (self.fixed or found >= self.target):
                 return
             self.started = True
-            self.sched.open_round(streaming=True)
+            self.sched.open_stream()
         if found - self.sent >= self.chunk:
             self.flush()
             self.chunk = min(self.chunk * 2, 1024)

@@ -255,6 +255,7 @@ class Node:
                 self.send(c.comm, c.rank, P.JOB, job)
 
     def request_stats(self) -> None:
+        self.apply(self.policy.end_job())
         live = [c for c in self.children if c.comm is not None]
         self.stats_wait = [len(live), []]
         for c in live:

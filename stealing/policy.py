@@ -345,6 +345,18 @@ class StealPolicy:
         self.feeding = False
         return self.distribute()
 
+    def end_job(self) -> list:
+        """The job is over and its statistics are asked for: every request still
+        standing is refused now, before the request for statistics goes down the same
+        link, so each refusal is counted in the figures it belongs to."""
+        out: list = []
+        self.feeding = False
+        self.exhausted = True
+        for k, c in enumerate(self.children):
+            if c.want > 0:
+                self._refuse(k, out)
+        return out
+
     def stop(self) -> None:
         self.stopped = True
 
@@ -358,6 +370,8 @@ class StealPolicy:
         wanting = [k for k, c in enumerate(self.children) if c.want > 0 and k != last]
         if 0 <= last < len(self.children) and self.children[last].want > 0:
             wanting.append(last)
+        # an idle child is served before one asking ahead while it computes
+        wanting.sort(key=lambda k: not self.children[k].idle)
         if wanting and self.pool:
             total_want = sum(self.children[k].want for k in wanting)
             avail = len(self.pool)

@@ -1,4 +1,4 @@
-"""The root's side of the tree: spawn it, feed it rounds of tasks, collect, stop.
+"""The root's side of the tree: spawn it, feed it tasks, collect results, stop.
 
 The root is a node without a parent (Algorithm 5.3.1 with the task generator on top):
 its pool is filled by the expansion of the user's call; it answers steals that reach it,
@@ -121,21 +121,18 @@ class RootScheduler:
         self.job_id += 1
         self.node.errors = []
 
-    def solve(self, payloads: list, table: dict, local_table: dict | None = None) -> dict:
-        """Solve one round of tasks: ``{task id: pickled result}``."""
-        self.open_round()
-        self.feed(payloads, table)
-        return self.close_round(len(payloads), local_table)
-
-    def open_round(self, streaming: bool = False) -> None:
-        """A new round; with ``streaming`` its tasks come in several ``feed`` calls and
-        no leaf is told "no more" before ``close_round``."""
+    def open_stream(self) -> None:
+        """The first tasks of a job come in several ``feed`` calls while the root is
+        still finding them: no leaf is told "no more" before ``close_stream`` (an idle
+        leaf's request waits for the next tasks). Tasks fed after ``close_stream``
+        (found by a later pass over the top) reach leaves told "no more" as well: a
+        leaf that holds nothing is given tasks as they come, before a busy one."""
         self.node.collected = {}
-        self.node.policy.feeding = streaming
+        self.node.policy.feeding = True
 
     def feed(self, payloads: list, table: dict) -> None:
-        """Tasks of the open round, possibly while the root is still finding more: the
-        functions they need go first, then the tasks; waiting messages are answered."""
+        """More tasks, possibly while the root is still finding others: the functions
+        they need go first, then the tasks; waiting messages are answered."""
         node = self.node
         new = {k: v for k, v in table.items() if k not in self.sent_keys}
         if new or self.job_id != getattr(self, "_announced", None):
@@ -146,17 +143,18 @@ class RootScheduler:
         while self._step(timeout=0.0):
             pass
 
-    def close_round(self, total: int, local_table: dict | None = None) -> dict:
-        """Wait until the round's ``total`` results are in.
+    def wait_results(self, wanted=None, local_table: dict | None = None) -> dict:
+        """Wait until the result of a task in ``wanted`` (task ids; None: any task) is
+        in, read every message already waiting, and hand over the results that came
+        since the last call: ``{task id: pickled result}``.
 
         Until every leaf is ready (spawned interpreters start cold), the root itself
         solves tasks from the tail of its pool with ``local_table``'s functions, checking
         for messages between two tasks; afterwards it only schedules.
         """
         node = self.node
-        if node.policy.feeding:
-            node.apply(node.policy.stop_feeding())
-        while len(node.collected) < total:
+        while not (node.collected and (wanted is None or
+                                       any(t in node.collected for t in wanted))):
             if local_table and node.startup_end is None and node.policy.pool \
                     and type(node.policy.pool[-1][0]) is int:     # not split work
                 self.check_lost()
@@ -170,7 +168,16 @@ class RootScheduler:
                     raise RootStop(node.errors[0])
                 continue
             self._step()
-        return node.collected
+        while self._step(timeout=0.0):
+            pass
+        got, node.collected = node.collected, {}
+        return got
+
+    def close_stream(self) -> None:
+        """The root found what it can for now: idle leaves may be told "no more"."""
+        node = self.node
+        if node.policy.feeding:
+            node.apply(node.policy.stop_feeding())
 
     def _run_here(self, task, local_table) -> None:
         rec = self.node.meter.record

@@ -555,3 +555,28 @@ def queens_ref(n, cols, d1, d2):
     futures = [queens_ref(n, c, a, b) for c, a, b in children(n, cols, d1, d2)]
     sync()
     return sum(f.result() for f in futures)
+
+
+# --- branches that spawn after a sync, at their own pace --------------------------------
+@spawn(depth=2)
+def timed_stage(kind, nap):
+    """A task: sleeps ``nap`` seconds; returns ``(kind, start, end)`` (``time.time()``)."""
+    start = time.time()
+    time.sleep(nap)
+    return kind, start, time.time()
+
+
+@spawn(depth=2)
+def two_step_branch(nap):
+    """A first task, then a second one spawned only after the first's result is in."""
+    first = sync(timed_stage("first", nap))
+    second = sync(timed_stage("second", 0.0))
+    return first, second
+
+
+@spawn(depth=2)
+def slow_and_fast_branches(nap):
+    """Two branches of two steps each; the first branch's first step sleeps ``nap``."""
+    slow, fast = two_step_branch(nap), two_step_branch(0.0)
+    sync()
+    return slow.result(), fast.result()

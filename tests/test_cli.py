@@ -36,7 +36,7 @@ def test_dac_run_json_last_line(fib_json):
     assert report["elapsed_s"] > 0
     stats = report["stats"]
     for key in ("spawns", "batches", "steals_local", "steals_remote", "steals_failed",
-                "startup_s", "tasks", "rounds", "depth"):
+                "startup_s", "tasks", "passes", "depth"):
         assert key in stats, key
     tree = plan_tree(CORES)
     assert stats["spawns"] == sum(1 for n in tree.walk() if n.role != "root")

@@ -209,6 +209,19 @@ def test_no_more_is_held_back_while_the_root_is_still_feeding():
                                "steals_failed": 2}
 
 
+def test_new_tasks_go_to_an_idle_leaf_before_one_asking_ahead():
+    """A task found by the root's next pass goes to the leaf with nothing to do, not
+    to the busy one whose refill request came first."""
+    policy = root([("leaf", 1, 1), ("leaf", 1, 1)])
+    policy.feeding = True
+    assert policy.on_tasks([0, 1]) == [Give(0, [0]), Give(1, [1])]
+    assert policy.on_child_results(0, 0, 5) == []        # leaf 0 computes, asks ahead
+    # leaf 1 is done: leaf 0 is asked to split
+    assert policy.on_child_results(1, 1, 5, idle=True) == [Split(0, 5)]
+    assert policy.on_tasks([2]) == [Give(1, [2])]
+    assert policy.children[0].want == 5
+
+
 def test_near_the_end_no_child_takes_more_than_its_share_of_procs():
     policy = root([("router", 3, 30), ("router", 1, 10)])
     assert sizes(policy.on_tasks(list(range(48)))) == [("Give", 0, 30), ("Give", 1, 10)]

@@ -70,7 +70,7 @@ def test_persistent_tree(procs, routers):
     report, stats, n_routers, leaf_parents = run_tree(procs, "persistent")
     assert n_routers == routers
     assert report.result == sum(range(TASKS))
-    assert stats["rounds"] == 1 and stats["depth"] == DEPTH
+    assert stats["passes"] >= 2 and stats["depth"] == DEPTH
 
     roots, rtrs, leaves = (by_role(stats, r) for r in ("root", "router", "leaf"))
     assert len(roots) == 1 and stats["processes"][0] is roots[0]
@@ -118,7 +118,7 @@ def test_spawn_per_batch_tree(procs, routers):
     report, stats, n_routers, leaf_parents = run_tree(procs, "spawn")
     assert n_routers == routers
     assert report.result == sum(range(TASKS))
-    assert stats["rounds"] == 1
+    assert stats["passes"] >= 2
 
     roots, rtrs, leaves = (by_role(stats, r) for r in ("root", "router", "leaf"))
     assert len(rtrs) == routers

@@ -1,0 +1,82 @@
+"""The root's loop over a job: send the top's tasks, wait for a result that a suspended
+frame waits on, run the top again, until the top call returns.
+
+There are no rounds: the tree keeps working on every task it has while the root re-runs
+the top, and the tasks a new pass finds (spawns after a ``sync``) join the same stream.
+A branch whose first results are in goes on to its next spawns while the other branches
+are still busy, as it would on a Cilk or Satin master, without a barrier across the
+tree. The passes are cheap: frames that finished are not run again, and a pass happens
+only when a result some suspended frame waits on has arrived (with every other result
+that came meanwhile).
+"""
+
+from __future__ import annotations
+
+from .errors import DacError, SerializationError
+from .expansion import function_table
+from .serialize import loads
+
+
+def drive(sched, exp, fn, args, kwargs, root_helps: bool, streamed: bool):
+    """Solve the job whose first pass is ``exp`` on ``sched`` (a ``RootScheduler`` with
+    a job begun); returns ``(value, passes)``. ``streamed``: the first pass's tasks were
+    sent while it ran (``open_stream`` called already)."""
+    if not streamed:
+        sched.open_stream()
+    outstanding: dict = {}           # task id -> Task sent and not answered
+    helpers = {} if root_helps else None    # what the root may run while leaves start
+    helpers = _send(sched, exp.new_tasks, outstanding, helpers, sent=streamed)
+    # The first pass found what it could: idle leaves may hear "no more" now; tasks
+    # of later passes reach them anyway (a leaf that holds nothing is served first).
+    sched.close_stream()
+    passes = 1
+    while True:
+        if not outstanding:
+            raise DacError("the computation is waiting on futures that no task will "
+                           "produce (a future kept from another run, or synced in a "
+                           "frame that did not spawn it)")
+        wanted = {exp.tasks[p].tid for p in exp.blockers} or None
+        blobs = sched.wait_results(wanted, helpers)
+        for tid, blob in blobs.items():
+            task = outstanding.pop(tid)
+            exp.results[task.path] = load_result(task, blob)
+        done, value = exp.run_pass(fn, args, kwargs)
+        passes += 1
+        if done:
+            return value, passes
+        helpers = _send(sched, exp.new_tasks, outstanding, helpers)
+
+
+def _send(sched, tasks, outstanding, helpers, sent=False):
+    """Feed ``tasks`` (unless ``sent``) and count them outstanding; returns the
+    functions the root may run itself while the leaves start (``helpers``), or None
+    once a task's function has no ``leaf=`` kernel loaded here."""
+    for t in tasks:
+        outstanding[t.tid] = t
+        if helpers is not None:
+            if t.sf.leaf_loaded():
+                helpers[t.sf.key] = t.sf
+            else:
+                helpers = None
+    if tasks and not sent:
+        sched.feed([(t.tid, t.payload) for t in tasks],
+                   function_table(tasks, sched.sent_keys))
+    return helpers
+
+
+def load_result(task, blob: bytes):
+    """A task's result, unpickled; a failure names the task and what failed (the
+    result's class may be missing here, or its ``__setstate__`` may refuse)."""
+    try:
+        return loads(blob)
+    except Exception as exc:                                # noqa: BLE001
+        import traceback
+        sf, args, kwargs = task.call
+        where = ""
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames and frames[-1].filename != __file__:
+            last = frames[-1]
+            where = f" (in {last.name}, {last.filename}:{last.lineno})"
+        raise SerializationError(f"the result of {sf.describe(args, kwargs)} was "
+                                 f"computed but cannot be unpickled on the root: "
+                                 f"{type(exc).__name__}: {exc}{where}") from exc
