@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from . import context
-from .errors import Lazy, exception_message, shorten_traceback
+from .errors import Lazy, TaskError, exception_message, shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps, loads
 from .spawn import short_repr
 
@@ -61,9 +61,11 @@ def run_task_payload(payload: bytes, table: dict, stealable=None):
     return tid, dumps(value, Lazy("the result of", (sf, args, kwargs)))
 
 
-def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
-    """What the root needs to raise ``TaskError`` for a failed task. Repeated blocks
-    of frames (a deep recursion) are collapsed here, so the message stays small.
+def task_failure(payload: bytes, exc: BaseException, tb: str,
+                 where: str | None = None) -> TaskError:
+    """The ``TaskError`` the root raises for a failed task, with the exception object
+    when it pickles. Repeated blocks of frames (a deep recursion) are collapsed here,
+    so the message stays small.
 
     Nothing here may raise: it runs in the leaf's error path, and an exception whose
     ``__str__`` or an argument whose ``__repr__`` raises would otherwise kill the leaf
@@ -80,9 +82,10 @@ def describe_failure(payload: bytes, exc: BaseException, tb: str) -> dict:
         call = f"{name}({', '.join(parts)})"
     except Exception:                                       # noqa: BLE001
         pass
-    return {"type": type(exc).__name__, "message": exception_message(exc),
-            "traceback": shorten_traceback(tb),
-            "task": call, "where": f"leaf pid {os.getpid()} on {socket.gethostname()}"}
+    if where is None:
+        where = f"leaf pid {os.getpid()} on {socket.gethostname()}"
+    return TaskError(type(exc).__name__, exception_message(exc), shorten_traceback(tb),
+                     call, where, exception=exc)
 
 
 def run_batch_payloads(payloads: list, table: dict) -> list:
@@ -123,7 +126,7 @@ class Executor:
 
     load_table = staticmethod(load_table)
     run_batch = staticmethod(run_batch_payloads)
-    describe_failure = staticmethod(describe_failure)
+    task_failure = staticmethod(task_failure)
 
     def __init__(self):
         self.stealable = None

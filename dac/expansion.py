@@ -165,7 +165,7 @@ class Expansion:
             raise TaskError(type(exc).__name__, exception_message(exc),
                             traceback.format_exc(),
                             sf.describe(args, kwargs),
-                            "the root, above the spawn depth") from exc
+                            "the root, above the spawn depth", exception=exc) from exc
         finally:
             self.stack.pop()
         self.finished[path] = value

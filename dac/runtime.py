@@ -271,9 +271,11 @@ class Runtime:
             if streamer is not None:
                 streamer.check()
         except BaseException as exc:
+            sched = self.scheduler
             if streamer is not None and streamer.started:
                 self.close()
-            raise self._translate(exc) from None
+            err = _translate(exc, None, sched)
+            raise err from _cause(err)
         done, value = exp.first
         passes = 1
         stats_list = []
@@ -297,7 +299,8 @@ class Runtime:
                     startup = sched.startup_s or 0.0
             except BaseException as exc:
                 self.close()            # every process of the tree ends first
-                raise self._translate(exc, exp) from None
+                err = _translate(exc, exp, sched)
+                raise err from _cause(err)
         elapsed = time.perf_counter() - t0
         from stealing.stats import totals
         stats = totals(stats_list, startup)
@@ -313,27 +316,25 @@ class Runtime:
         first = sum(c.tasks for c in self.plan.children)
         return max(16 * len(self.plan.leaves()), int(2 * first))
 
-    @staticmethod
-    def _translate(exc, exp=None):
-        """dac's error for a failure the scheduler reported."""
-        from stealing.root import RootStop
-        if not isinstance(exc, RootStop):
-            return exc
-        i = exc.info
-        lost = i.get("lost")
-        if lost is None:
-            return TaskError(i["type"], i["message"], i["traceback"], i["task"],
-                             i["where"])
-        task = ""
-        if exp is not None and lost["tid"] >= 0:
-            for t in exp.tasks.values():
-                if t.tid == lost["tid"]:
-                    task = t.sf.describe(*t.call[1:])
-                    break
-        code = lost["code"]
-        return LostProcessError(lost["role"], lost["pid"], lost["host"], i["message"],
-                                exit_code=code if code >= 0 else None,
-                                signal=-code if code < 0 else None, task=task)
+
+def _translate(exc, exp, sched):
+    """The error to raise for ``exc``: a lost process names the task it ran (the
+    scheduler knows the task's id, the expansion its call)."""
+    lost = getattr(sched, "lost", None)
+    if not isinstance(exc, LostProcessError) or exp is None or lost is None \
+            or lost["tid"] < 0:
+        return exc
+    for t in exp.tasks.values():
+        if t.tid == lost["tid"]:
+            return LostProcessError(exc.role, exc.pid, exc.host, exc.how, exc.exit_code,
+                                    exc.signal, t.sf.describe(*t.call[1:]))
+    return exc
+
+
+def _cause(err):
+    """What ``err`` is raised from: a task's own exception when it travelled (as
+    ``concurrent.futures`` shows it), nothing of dac's internals otherwise."""
+    return err.exception if isinstance(err, TaskError) else None
 
 
 class _Streamer:

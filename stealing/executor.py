@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from .errors import TaskError
+
 
 class Worker(Protocol):
     """What a leaf offers the executor while a task runs (``stealing.leaf.Leaf``)."""
@@ -65,11 +67,11 @@ class Executor(Protocol):
         """Run a batch of task payloads on this leaf's GPU; returns
         ``[(task id, result bytes)]``."""
 
-    def describe_failure(self, payload: bytes, exc: BaseException, tb: str) -> dict:
-        """A task's exception (``tb`` its formatted traceback) as the ERROR message the
-        root turns into an error: a dict with the keys ``type``, ``message``,
-        ``traceback``, ``task`` (the call) and ``where`` (the process), the fields of
-        ``stealing.protocol.Failure``."""
+    def task_failure(self, payload: bytes, exc: BaseException, tb: str,
+                     where: str | None = None) -> TaskError:
+        """A task's exception (``tb`` its formatted traceback) as the error the root
+        raises (``stealing.errors.TaskError``, sent up in an ERROR message): the call,
+        the process (``where``; None: this leaf) and the exception object itself."""
 
 
 def load_executor(reference) -> Executor:

@@ -32,6 +32,7 @@ import traceback
 from collections import deque
 
 from . import protocol as P
+from .errors import TaskError
 from .executor import load_executor
 from .stats import Meter
 from .waiting import IDLE_SLEEP, MAX_SLEEP
@@ -336,8 +337,8 @@ class Leaf:
         self.results.extend(results)
 
     def report_error(self, payload, exc) -> None:
-        info = self.executor.describe_failure(payload, exc, traceback.format_exc())
-        self.send(P.ERROR, P.Failure(**info))
+        self.send(P.ERROR, P.Failure(self.executor.task_failure(
+            payload, exc, traceback.format_exc())))
         self.failed = True
         self.tasks.clear()
         self.results = []
@@ -450,8 +451,8 @@ def _refuse_to_start(mailbox, parent, exc) -> None:
     import os
     import socket
     where = f"leaf pid {os.getpid()} on {socket.gethostname()}"
-    mailbox.send(parent, P.Failure(type=type(exc).__name__, message=str(exc),
-                                   traceback="", task="", where=where), 0, P.ERROR)
+    mailbox.send(parent, P.Failure(TaskError(type(exc).__name__, str(exc), "", "", where)),
+                 0, P.ERROR)
     while True:
         _, _, tag, _ = mailbox.wait([parent])
         if tag == P.STOP:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
+from .errors import TaskError
+
 
 class Tag(enum.IntEnum):
     """The MPI tag of each kind of message (sent as its int value)."""
@@ -118,16 +120,8 @@ class Ready(NamedTuple):
 
 
 class Failure(NamedTuple):
-    """ERROR: a task raised (or a leaf cannot start); the fields of the executor's
-    ``describe_failure`` dict."""
-    type: str           # the exception's class name
-    message: str
-    traceback: str
-    task: str           # the call, e.g. "fib(30)"
-    where: str          # the process, e.g. "leaf pid 12 on host"
-
-    def as_dict(self) -> dict:
-        return dict(self._asdict())
+    """ERROR: a task raised (or a leaf cannot start): the error the root raises."""
+    error: TaskError    # the call, the process, the remote traceback, the exception
 
 
 class Stats(NamedTuple):

@@ -14,6 +14,7 @@ import sys
 import time
 
 from . import protocol as P
+from .errors import LostProcessError
 from .losses import describe_loss, make_run_dir, note_shm, read_lost_records
 from .mpi import init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
 from .node import Node
@@ -22,15 +23,6 @@ from .shm import own_shm
 from .stats import Meter
 
 LOST_CHECK_S = 0.2      # how often a waiting root looks for lost processes
-
-
-class RootStop(Exception):
-    """A child reported a task failure, or a process was lost; ``info`` holds its
-    description (for a loss, ``info["lost"]`` is the monitor's record)."""
-
-    def __init__(self, info: dict):
-        super().__init__(info.get("message", ""))
-        self.info = info
 
 
 class Root(Node):
@@ -54,7 +46,7 @@ class Root(Node):
             self.startup_end = self.last_ready
 
     def on_error(self, msg) -> None:
-        self.errors.append(msg.as_dict())
+        self.errors.append(msg.error)
 
     def on_stats_done(self) -> None:
         self.stats_done = True
@@ -165,7 +157,7 @@ class RootScheduler:
                 index, source, tag, msg = got
                 node.handle_child(node.comms[index], source, tag, msg)
                 if node.errors:
-                    raise RootStop(node.errors[0])
+                    raise node.errors[0]
                 continue
             self._step()
         while self._step(timeout=0.0):
@@ -187,9 +179,9 @@ class RootScheduler:
             tid, blob = self.executor.run_task(payload, local_table)
         except Exception as exc:                            # noqa: BLE001
             import traceback
-            info = self.executor.describe_failure(payload, exc, traceback.format_exc())
-            info["where"] = "the root, helping while the leaves start"
-            raise RootStop(info) from exc
+            raise self.executor.task_failure(
+                payload, exc, traceback.format_exc(),
+                where="the root, helping while the leaves start") from exc
         rec["busy_s"] += time.perf_counter() - t0
         rec["tasks"] += 1
         self.node.collected[tid] = blob
@@ -211,11 +203,11 @@ class RootScheduler:
         index, source, tag, msg = got
         node.handle_child(node.comms[index], source, tag, msg)
         if node.errors:
-            raise RootStop(node.errors[0])
+            raise node.errors[0]
         return True
 
     def check_lost(self) -> None:
-        """Raise ``RootStop`` if a monitor recorded a lost process (at most every
+        """Raise ``LostProcessError`` if a monitor recorded a lost process (at most every
         ``LOST_CHECK_S``): the earliest record is the process that died first; the
         others are MPI's clean-up of the job after it."""
         now = time.monotonic()
@@ -227,9 +219,11 @@ class RootScheduler:
             return
         first = records[0]
         self.lost = first
-        where = f"{first['role']} pid {first['pid']} on {first['host']}"
-        raise RootStop({"type": "LostProcess", "message": describe_loss(first),
-                        "traceback": "", "task": "", "where": where, "lost": first})
+        code = first["code"]
+        raise LostProcessError(first["role"], first["pid"], first["host"],
+                               describe_loss(first),
+                               exit_code=code if code >= 0 else None,
+                               signal=-code if code < 0 else None)
 
     def end_job(self) -> list:
         """Per-process statistics of the job (root first)."""
@@ -255,7 +249,7 @@ class RootScheduler:
         try:
             if self.lost is None:
                 self._check_lost_now()
-        except RootStop:
+        except LostProcessError:
             pass
         if self.lost is not None:
             self._abandon(node)

@@ -580,3 +580,11 @@ def slow_and_fast_branches(nap):
     slow, fast = two_step_branch(nap), two_step_branch(0.0)
     sync()
     return slow.result(), fast.result()
+
+
+@spawn
+def raises_an_unpicklable_exception(n):
+    """Raises an exception of a class made at run time, which pickle cannot name: the
+    failure is reported without the object."""
+    cls = type("LeafOnlyError", (Exception,), {"__module__": "no_such_module"})
+    raise cls(f"made on the leaf: {n}")

@@ -38,6 +38,43 @@ def test_exception_in_a_task_raises_task_error():
     assert "return 100 // (lo - bad)" in str(err)
 
 
+def test_a_task_error_carries_the_exception_object_as_its_cause():
+    with pytest.raises(TaskError) as info:
+        dac.run(programs.divide_range, 0, 64, 37, procs=1, depth=3, root_helps=False)
+    err = info.value
+    assert type(err.exception) is ZeroDivisionError
+    assert err.exception.args == ("integer division or modulo by zero",)
+    assert err.__cause__ is err.exception
+
+
+def test_an_exception_that_cannot_travel_is_reported_without_the_object():
+    with pytest.raises(TaskError) as info:
+        dac.run(programs.raises_an_unpicklable_exception, 3, procs=1, depth=0,
+                root_helps=False)
+    err = info.value
+    assert (err.type_name, err.message) == ("LeafOnlyError", "made on the leaf: 3")
+    assert err.task == "raises_an_unpicklable_exception(3)"
+    assert err.where.startswith("leaf pid ")
+    assert err.exception is None and err.__cause__ is None
+
+
+def test_an_exception_whose_class_is_missing_where_the_error_is_read():
+    import pickle
+    import sys
+    import types
+    module = types.ModuleType("dac_test_gone")
+    module.GoneError = type("GoneError", (Exception,), {"__module__": "dac_test_gone"})
+    sys.modules["dac_test_gone"] = module
+    try:
+        blob = pickle.dumps(TaskError("GoneError", "x", "tb", "f(1)", "leaf pid 1",
+                                      exception=module.GoneError("x")))
+    finally:
+        del sys.modules["dac_test_gone"]
+    err = pickle.loads(blob)
+    assert (err.type_name, err.task, err.remote_traceback) == ("GoneError", "f(1)", "tb")
+    assert err.exception is None
+
+
 def test_task_error_is_a_dac_error():
     assert issubclass(TaskError, dac.DacError)
 
@@ -166,16 +203,17 @@ def test_a_task_whose_argument_repr_raises_succeeds():
     assert type(value) is programs.Unrepresentable
 
 
-def test_describe_failure_survives_unprintable_exceptions_and_arguments():
-    from dac.execution import describe_failure
+def test_task_failure_survives_unprintable_exceptions_and_arguments():
+    from dac.execution import task_failure
     from dac.serialize import dumps
     payload = dumps((7, "fails_unprintably#3", 1, (0, programs.Unrepresentable()),
                      {"tag": programs.Unrepresentable()}), "a test payload")
-    info = describe_failure(payload, programs.UnprintableError("x"), "tb text")
-    assert info["type"] == "UnprintableError"
-    assert info["message"] == UNPRINTABLE
-    assert info["task"] == f"fails_unprintably(0, {UNREPRESENTABLE}, tag={UNREPRESENTABLE})"
-    assert info["traceback"] == "tb text"
+    err = task_failure(payload, programs.UnprintableError("x"), "tb text")
+    assert err.type_name == "UnprintableError"
+    assert err.message == UNPRINTABLE
+    assert err.task == f"fails_unprintably(0, {UNREPRESENTABLE}, tag={UNREPRESENTABLE})"
+    assert err.remote_traceback == "tb text"
+    assert err.where.startswith("leaf pid ")
 
 
 def test_sync_of_a_non_future_whose_repr_raises_is_a_sync_error(no_spawning):

@@ -6,7 +6,6 @@ import os
 import re
 import signal
 import sys
-import time
 
 from proctools import (dac_processes, finish, launch, marked_pids, new_tag, tagged_env,
                        wait_for, wait_for_no_processes)
