@@ -25,6 +25,7 @@ spawns come back in RETURN messages (``Executor.deliver``).
 
 from __future__ import annotations
 
+import enum
 import signal
 import sys
 import time
@@ -39,6 +40,29 @@ from .waiting import IDLE_SLEEP, MAX_SLEEP
 
 
 GPU_MIN_BATCH = 2048    # tasks a real GPU leaf asks for at least (see Leaf.want)
+
+
+class Phase(enum.Enum):
+    """Where a leaf is in the job: it counts idle time and asks for work only while
+    ``WORKING``; ``FAILED`` waits to be stopped; nothing is sent once ``STOPPED``."""
+    NEW = "no batch yet in this job"
+    WORKING = "got a batch in this job"
+    FAILED = "a task raised: waiting to be stopped"
+    STOPPED = "BYE sent: the parent reads no more"
+
+
+class Ask(enum.Enum):
+    """Where the leaf's steal request stands. Returning results is the request; the
+    parent answers with TASKS or NOMORE (both echo the request's number), and a leaf
+    withdraws a request by sending results that ask for nothing."""
+    NONE = "no request outstanding"
+    REFILL = "asked ahead while it still holds work (prefetch)"
+    IDLE = "asked with nothing left to run: a split it owed is void"
+    IDLE_AT_SYNC = "asked with nothing to run while a task waits at sync for split work"
+    REFUSED = "an idle request got no more: waits for TASKS"
+
+
+PENDING = frozenset((Ask.REFILL, Ask.IDLE, Ask.IDLE_AT_SYNC))    # answer still to come
 
 
 class Abort(BaseException):
@@ -85,23 +109,18 @@ class Leaf:
         self.table: dict = {}
         self.executor_ref = init.get("executor")
         self._executor = None
-        self.requested = False     # a steal request is waiting for its answer
-        self.exhausted = False     # the parent said "no more"
-        self.failed = False        # a task raised: wait to be stopped
-        self.working = False       # got a batch in this job (idle time counts from then)
+        self.phase = Phase.NEW
+        self.asking = Ask.NONE
+        self.exhausted = False     # the parent said "no more" (no asking ahead)
         self.ready_sent = False
-        self.stopped = False
         self.path = tuple(init.get("path", ()))    # owner address of its split spawns
         self.has_peers = init.get("leaves", 1) > 1  # other leaves may steal from it
         # Only a persistent CPU leaf is a worker (see the module docstring); a
         # spawn-per-batch or GPU leaf runs each task serially, as it comes.
         self.worker = self if not self.one_shot and self.device < 0 else None
-        self.asked_idle = False     # the outstanding request says "nothing to run"
         self.owed = 0               # a split asked before the next task started
         self.split_owed = False     # the running task owes a split its next spawn pays
-        self.asked_in_task = False  # the outstanding request was sent from a waiting sync
         self.seq = 0                # number of its latest request
-        self.refused_idle = False   # an idle request was refused: wait for TASKS
         self.running = 0            # tasks under way (nested ones while waiting)
         self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
 
@@ -112,8 +131,13 @@ class Leaf:
             self._executor = load_executor(self.executor_ref)
         return self._executor
 
+    @property
+    def requested(self) -> bool:
+        """A steal request waits for its answer."""
+        return self.asking in PENDING
+
     def send(self, tag, obj) -> None:
-        if self.stopped:        # BYE went: the parent disconnects and reads no more
+        if self.phase is Phase.STOPPED:     # the parent disconnects and reads no more
             return
         self.mailbox.send(self.parent, obj, 0, tag)
 
@@ -122,24 +146,25 @@ class Leaf:
         if tag == P.TASKS:
             self.tasks.extend(msg.tasks)
             self.batch_len = len(msg.tasks)
-            self.refused_idle = False
+            if self.asking is Ask.REFUSED:
+                self.asking = Ask.NONE
             if any(type(t[0]) is int for t in msg.tasks):
                 # tasks of the root's pool: the parent may have more (prefetch
                 # again); work split off another leaf says nothing of the pool
                 # (asking ahead for more would only bring "no more")
                 self.exhausted = False
             if msg.seq == self.seq:         # (else it answers a request replaced since)
-                self.requested = self.asked_in_task = False
-            self.working = True
+                self.withdraw()
+            if self.phase is Phase.NEW:
+                self.phase = Phase.WORKING
             rec = self.meter.record
             rec["batches"] += 1
             rec["largest_batch"] = max(rec.get("largest_batch", 0), len(msg.tasks))
         elif tag == P.NOMORE:
             if not self.requested or msg.seq != self.seq:
                 return              # the answer to a request withdrawn or replaced
-            if self.asked_idle:
-                self.refused_idle = True
-            self.requested = self.asked_in_task = False
+            # a refused refill leaves no request; a refused idle one waits for TASKS
+            self.asking = Ask.NONE if self.asking is Ask.REFILL else Ask.REFUSED
             self.exhausted = True
         elif tag == P.SPLIT:
             self.split(msg.want)
@@ -151,7 +176,7 @@ class Leaf:
             self.send(P.STATS, P.Stats([self.meter.snapshot()]))
         elif tag == P.STOP:
             self.send(P.BYE, P.Bye([]))
-            self.stopped = True     # nothing is sent after BYE
+            self.phase = Phase.STOPPED      # nothing is sent after BYE
         else:
             raise RuntimeError(f"leaf: unexpected {P.name(tag)}")
 
@@ -159,7 +184,9 @@ class Leaf:
         if job.job_id != getattr(self, "job_id", None):
             self.job_id = job.job_id
             self.meter.reset()
-            self.working = self.exhausted = self.requested = False
+            if self.phase is Phase.WORKING:
+                self.phase = Phase.NEW
+            self.asking, self.exhausted = Ask.NONE, False
             self.rate, self.win_tasks, self.win_busy = None, 0, 0.0   # new tasks, new rate
         self.table.update(self.executor.load_table(job.functions))
         if not self.ready_sent:
@@ -190,12 +217,12 @@ class Leaf:
             return max(floor, self.tasks_per_leaf)
         return max(floor, min(1 << 20, round(self.rate * self.batch_s)))
 
-    def ask(self, idle: bool = False) -> None:
+    def ask(self, idle: bool = False, at_sync: bool = False) -> None:
         """Send the results so far with a request for more (``idle``: nothing is left
-        to run here, so a split this leaf owed is void)."""
+        to run here, so a split this leaf owed is void; ``at_sync``: a task waits at
+        ``sync`` for split work meanwhile)."""
         results, self.results = self.results, []
-        self.requested = True
-        self.asked_idle = idle
+        self.asking = Ask.IDLE_AT_SYNC if at_sync else Ask.IDLE if idle else Ask.REFILL
         self.seq += 1
         if idle:
             self.owed = 0
@@ -208,8 +235,13 @@ class Leaf:
         """Results, asking for nothing: a leaf's RESULTS replaces its request, so one
         outstanding is withdrawn (this leaf has work again; it asks anew when it runs
         dry). A parent's answer still on its way is taken as it comes."""
-        self.requested = self.asked_in_task = False
+        self.withdraw()
         self.send(P.RESULTS, P.Results(results, 0))
+
+    def withdraw(self) -> None:
+        """The outstanding request is answered or withdrawn (a refusal stays)."""
+        if self.asking in PENDING:
+            self.asking = Ask.NONE
 
     # the worker's side of a running task (stealing.executor.Worker) ---------------
     def split(self, want: int) -> None:
@@ -217,7 +249,7 @@ class Leaf:
         then, while a task runs, the executor's oldest spawns; a leaf with nothing
         to give owes the answer until its next spawn (the executor calls ``offer``),
         or until it runs out of work: its idle request voids the split."""
-        if not self.working or (not self.tasks and not self.running):
+        if self.phase is not Phase.WORKING or (not self.tasks and not self.running):
             return          # idle: the request it sent already voided the split
         n = min(want, (len(self.tasks) + 1) // 2) if len(self.tasks) > 1 else 0
         given = [self.tasks.pop() for _ in range(n)][::-1]
@@ -244,7 +276,7 @@ class Leaf:
         got = mb.poll(comms)
         while got is not None:
             self.handle(got[2], got[3])
-            if self.stopped:
+            if self.phase is Phase.STOPPED:
                 raise Unwind()
             got = mb.poll(comms)
 
@@ -254,7 +286,7 @@ class Leaf:
         mb, comms = self.mailbox, [self.parent]
         asked = False
         while not done():
-            if self.stopped or self.failed:
+            if self.phase is Phase.STOPPED or self.phase is Phase.FAILED:
                 raise Unwind()
             if self.tasks:
                 self.run_one()
@@ -263,15 +295,15 @@ class Leaf:
             if got is None:
                 # idle: ask (again, if a split came since the last idle request: the
                 # new request voids it at the parent, which waits for its answer)
-                if not self.refused_idle and (not self.requested or not self.asked_idle
-                                              or self.split_owed):
-                    self.ask(idle=True)
-                    self.asked_in_task = asked = True
+                if self.asking is Ask.NONE or self.asking is Ask.REFILL or \
+                        (self.split_owed and self.asking is not Ask.REFUSED):
+                    self.ask(idle=True, at_sync=True)
+                    asked = True
                 t0 = time.perf_counter()
                 got = mb.wait(comms, on_idle=self.watchdog, max_sleep=MAX_SLEEP)
                 self.idle_in_task += time.perf_counter() - t0
             self.handle(got[2], got[3])
-        if asked and self.requested and self.asked_in_task:
+        if asked and self.asking is Ask.IDLE_AT_SYNC:
             # the task goes on: withdraw the idle request, so the parent sees this
             # leaf busy (and may split it) instead of waiting for it to ask again
             results, self.results = self.results, []
@@ -339,7 +371,8 @@ class Leaf:
     def report_error(self, payload, exc) -> None:
         self.send(P.ERROR, P.Failure(self.executor.task_failure(
             payload, exc, traceback.format_exc())))
-        self.failed = True
+        if self.phase is not Phase.STOPPED:
+            self.phase = Phase.FAILED
         self.tasks.clear()
         self.results = []
 
@@ -353,8 +386,9 @@ class Leaf:
 
     def _serve(self) -> None:
         mb, comms, watchdog = self.mailbox, [self.parent], self.watchdog
-        while not self.stopped:
-            if self.tasks and not self.failed:
+        while self.phase is not Phase.STOPPED:
+            working = self.phase is Phase.WORKING
+            if self.tasks and self.phase is not Phase.FAILED:
                 got = mb.poll(comms)
                 if got is not None:
                     self.handle(got[2], got[3])
@@ -369,27 +403,26 @@ class Leaf:
                     self.ask()
                 self.run_one()
                 continue
-            if self.one_shot and self.working and not self.failed:
+            if self.one_shot and working:
                 rec = self.meter.snapshot()
                 self.send(P.RESULTS, P.Results(self.results, self.want, rec, idle=True))
                 return
-            if self.working and not self.failed:
-                if not self.refused_idle and (not self.requested or self.asked_in_task
-                                              or not self.asked_idle or self.results):
+            if working:
+                if self.asking is not Ask.REFUSED and (self.asking is not Ask.IDLE
+                                                       or self.results):
                     # a new idle request replaces one sent while a task waited at sync
                     # (the task ended), a refill, or one sent before tasks that came
                     # since for an older request (their results must go up: the parent
                     # counts them out until then)
-                    self.asked_in_task = False
                     self.ask(idle=True)
                 elif self.exhausted and self.results:
                     results, self.results = self.results, []
                     self.send_results(results)
             t0 = time.perf_counter()
-            eager = self.requested or (self.working and not self.exhausted)
+            eager = self.requested or (working and not self.exhausted)
             _, _, tag, msg = mb.wait(comms, on_idle=watchdog,
                                      max_sleep=MAX_SLEEP if eager else IDLE_SLEEP)
-            if self.working:
+            if working:
                 self.meter.record["idle_s"] += time.perf_counter() - t0
             self.handle(tag, msg)
 

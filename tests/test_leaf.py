@@ -3,7 +3,7 @@
 from collections import deque
 
 from stealing import protocol as P
-from stealing.leaf import Leaf
+from stealing.leaf import Ask, Leaf, Phase
 
 
 class Mailbox:
@@ -64,20 +64,21 @@ def test_a_leaf_waiting_at_sync_voids_a_split_it_cannot_pay():
     leaves under routers hung, once in a few runs.)"""
     leaf, mailbox = a_leaf((P.SPLIT, P.Split(4)), None,
                            (P.RETURN, P.Returned([(((0,), 7), b"")])))
-    leaf.working, leaf.running = True, 1
-    leaf.requested, leaf.asked_idle, leaf.seq = True, True, 3     # asked before
+    leaf.phase, leaf.running = Phase.WORKING, 1
+    leaf.asking, leaf.seq = Ask.IDLE_AT_SYNC, 3                   # asked before
     leaf.wait(lambda: leaf.executor.delivered)
     assert leaf.executor.splits == [4, 0]        # owed, then voided by the request
     assert [(tag, msg.want, msg.idle, msg.seq) for tag, msg in mailbox.sent] == [
         ("RESULTS", 5, True, 4),                 # the new idle request
         ("RESULTS", 0, False, 0)]                # withdrawn when the task goes on
     assert not leaf.split_owed
+    assert leaf.asking is Ask.NONE
 
 
 def test_a_leaf_waiting_at_sync_with_nothing_owed_does_not_ask_again():
     leaf, mailbox = a_leaf(None, (P.RETURN, P.Returned([(((0,), 7), b"")])))
-    leaf.working, leaf.running = True, 1
-    leaf.requested, leaf.asked_idle, leaf.seq = True, True, 3
+    leaf.phase, leaf.running = Phase.WORKING, 1
+    leaf.asking, leaf.seq = Ask.IDLE_AT_SYNC, 3
     leaf.wait(lambda: leaf.executor.delivered)
     assert mailbox.sent == [] and leaf.executor.splits == []
 
@@ -88,9 +89,31 @@ def test_split_work_does_not_make_the_leaf_ask_ahead():
     spine on 2 leaves, 63 of 198 messages the thief sent were such requests, each
     answered NOMORE. A batch with tasks of the root's pool may be followed by more."""
     leaf, mailbox = a_leaf()
-    leaf.working, leaf.exhausted = True, True
+    leaf.phase, leaf.exhausted = Phase.WORKING, True
     leaf.handle(P.TASKS, P.Tasks([(((1,), 5), b"a"), (((1,), 6), b"b")], 0))
     assert leaf.exhausted and len(leaf.tasks) == 2
     leaf.handle(P.TASKS, P.Tasks([(((1,), 7), b"c"), (12, b"d")], 0))
     assert not leaf.exhausted and len(leaf.tasks) == 4
     assert mailbox.sent == []
+
+
+def test_the_request_states_follow_the_answers():
+    """A refill refused leaves no request; an idle request refused waits for TASKS,
+    which any batch ends; an answer to a replaced request changes nothing."""
+    leaf, mailbox = a_leaf()
+    leaf.phase = Phase.WORKING
+    leaf.ask()
+    assert (leaf.asking, leaf.seq) == (Ask.REFILL, 1)
+    leaf.handle(P.NOMORE, P.NoMore(1))
+    assert leaf.asking is Ask.NONE and leaf.exhausted
+    leaf.ask(idle=True)
+    leaf.ask(idle=True)                          # replaces the first (seq 2)
+    leaf.handle(P.NOMORE, P.NoMore(2))           # the answer to the replaced one
+    assert (leaf.asking, leaf.seq) == (Ask.IDLE, 3)
+    leaf.handle(P.NOMORE, P.NoMore(3))
+    assert leaf.asking is Ask.REFUSED and not leaf.requested
+    leaf.send_results([])                        # a withdrawal keeps the refusal
+    assert leaf.asking is Ask.REFUSED
+    leaf.handle(P.TASKS, P.Tasks([(((1,), 5), b"a")], 0))
+    assert leaf.asking is Ask.NONE and len(leaf.tasks) == 1
+    assert [msg.seq for _, msg in mailbox.sent[:4]] == [1, 2, 3, 0]
