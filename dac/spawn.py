@@ -11,9 +11,9 @@ from . import context
 from .context import SerialContext
 from .context import state as _context     # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
-from .future import Future
+from .future import _PENDING, Future
 from .serialize import dumps
-from .stealable import StealableContext
+from .stealable import Entry, StealableContext, _new_entry
 
 _keys = itertools.count()
 
@@ -95,12 +95,24 @@ class SpawnFunction:
             return Future(self.fn(*args, **kwargs))
         if ctx.__class__ is StealableContext:      # a task on a leaf: see dac.stealable
             ctx.countdown -= 1
-            if ctx.full and ctx.countdown > 0:
-                ctx.level += 1
-                try:
-                    return Future(self.fn(*args, **kwargs))
-                finally:
-                    ctx.level -= 1
+            if ctx.countdown > 0:
+                if ctx.direct and not self.grain_fixed:
+                    # an entry (StealableContext.call's, inlined: the hot path of a
+                    # leaf with peers, where every spawn is one)
+                    entry = _new_entry(Entry)
+                    entry._value = _PENDING
+                    entry._call = (self, args, kwargs)
+                    entry.level = ctx.level
+                    entry.seq = ctx.seq
+                    ctx.seq += 1
+                    ctx.deque.append(entry)
+                    return entry
+                if ctx.full:
+                    ctx.level += 1
+                    try:
+                        return Future(self.fn(*args, **kwargs))
+                    finally:
+                        ctx.level -= 1
             return ctx.call(self, args, kwargs)
         if ctx is None:
             return context.run_serially(self, args, kwargs)

@@ -15,8 +15,13 @@ the deque then holds the unstarted siblings all along the running path, and the
 oldest, the shallowest, is the biggest piece a thief can get. Keeping only a few
 entries (the spawns made while the deque was short) hands thieves whatever the leaf
 spawned last, deep in the tree: on UTS T3 a thief got one node at a time and two
-leaves ran at 1.1x the elision, against 1.9x with every spawn an entry (which costs
-up to 1.3x on one leaf for a spawn per node). A leaf alone has no thief: a call
+leaves ran at 1.1x the elision, against 1.6x with every spawn an entry (which costs
+about 1.2x on one leaf for a spawn per node: the entry is pushed by
+``SpawnFunction.__call__`` itself and run by ``sync_all``'s own loop, no method call
+for either). Making only some spawns entries (every k-th) was tried and dropped: a
+plain call runs its whole subtree before its later siblings even exist, so on T3 a
+thief found only deep, small entries (thousands of steals, the leaves idle half the
+run). A leaf alone has no thief: a call
 becomes an entry only while the deque holds fewer than ``KEEP`` entries, or when the
 worker owes a thief work (asked while the deque was empty: the next spawn pays).
 Calls of a function with ``cutoff=`` or ``leaf=`` are always plain here: the user
@@ -35,6 +40,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
+from time import perf_counter as _clock     # read before every entry's run
 
 from . import context
 from .errors import Lazy, SerializationError, SyncError, safe_repr
@@ -90,9 +96,13 @@ class StealableContext:
         # entries and no thief is owed any. SpawnFunction.__call__ reads it (and
         # ``countdown``) itself, so a plain call costs no call of ``call``.
         self.full = keep <= 0 and not self.eager
+        # True while SpawnFunction.__call__ may push an entry itself: every spawn is
+        # an entry and no thief is owed work (paying one goes through ``call``)
+        self.direct = self.eager
 
     def _update(self) -> None:
         self.full = len(self.deque) >= self.keep and not self.owed and not self.eager
+        self.direct = self.eager and not self.owed
 
     # the spawn path (SpawnFunction.__call__ makes plain calls itself) -------------
     def call(self, sf, args, kwargs) -> Future:
@@ -138,7 +148,21 @@ class StealableContext:
         syncing) run here; then it waits for those that thieves took."""
         d, level = self.deque, self.level
         while d and d[-1].level >= level:
-            self._run(d.pop())
+            # _run(d.pop()), inlined: the loop of every sync() of a leaf with peers
+            entry = d.pop()
+            if _clock() - self.last_poll >= POLL_S:
+                self._poll()
+            self.full = False
+            sf, args, kwargs = entry._call
+            saved = self.base
+            self.base = base = self.seq
+            self.level = level + 1
+            value = sf.fn(*args, **kwargs)
+            if (d and d[-1].seq >= base) or self.stolen_top >= base:
+                self._drain(base)
+            self.base = saved
+            self.level = level
+            entry._value = value
         base = self.base
         if self.stolen_top >= base:
             for entry in [e for e in self.stolen.values()
@@ -151,7 +175,7 @@ class StealableContext:
         at the clock (a few tens of ns beside the entry's microseconds): a sync that
         runs entries which spawn nothing (the leaves of the recursion, after a fast
         descent made the spawn count between polls large) still reads messages."""
-        if time.perf_counter() - self.last_poll >= POLL_S:
+        if _clock() - self.last_poll >= POLL_S:
             self._poll()
         self.full = False
         sf, args, kwargs = entry._call
@@ -247,6 +271,7 @@ class StealableContext:
 
     def _pay(self) -> None:
         want, self.owed = self.owed, 0
+        self.direct = self.eager
         given = self._take(want)
         if given:
             self.worker.offer(given)
