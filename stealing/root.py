@@ -135,18 +135,24 @@ class RootScheduler:
         while self._step(timeout=0.0):
             pass
 
-    def wait_results(self, wanted=None, local_table: dict | None = None) -> dict:
+    def wait_results(self, wanted=None, local_table: dict | None = None,
+                     timeout: float | None = None) -> dict:
         """Wait until the result of a task in ``wanted`` (task ids; None: any task) is
-        in, read every message already waiting, and hand over the results that came
-        since the last call: ``{task id: pickled result}``.
+        in, or ``timeout`` seconds have passed, read every message already waiting, and
+        hand over the results that came since the last call: ``{task id: pickled
+        result}`` (empty after a timeout with none).
 
         Until every leaf is ready (spawned interpreters start cold), the root itself
         solves tasks from the tail of its pool with ``local_table``'s functions, checking
         for messages between two tasks; afterwards it only schedules.
         """
         node = self.node
+        end = None if timeout is None else time.monotonic() + timeout
         while not (node.collected and (wanted is None or
                                        any(t in node.collected for t in wanted))):
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                break
             if local_table and node.startup_end is None and node.policy.pool \
                     and type(node.policy.pool[-1][0]) is int:     # not split work
                 self.check_lost()
@@ -159,7 +165,7 @@ class RootScheduler:
                 if node.errors:
                     raise node.errors[0]
                 continue
-            self._step()
+            self._step(timeout=left)
         while self._step(timeout=0.0):
             pass
         got, node.collected = node.collected, {}

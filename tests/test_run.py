@@ -217,3 +217,14 @@ def test_a_branch_spawns_after_its_sync_while_another_branch_still_works(rt):
     assert slow_second[1] >= slow_first[2]
     assert report.stats["tasks"] == 4
     assert report.stats["passes"] >= 3
+
+
+def test_passes_over_a_big_top_are_paced():
+    """1024 tasks under 1023 frames at the root: a pass re-runs the unfinished frames,
+    so it comes at most every 1 / PASS_SHARE times its own cost, not once per result
+    a frame waits on (that was hundreds of passes, a fifth of fib's speed)."""
+    report = dac.run_report(programs.range_sum, 0, 1024, 0.002, procs=2, depth=10,
+                            root_helps=False)
+    assert report.result == sum(range(1024))
+    assert root_tasks(report) == 1024
+    assert 2 <= report.stats["passes"] <= 40
