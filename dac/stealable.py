@@ -258,8 +258,12 @@ class StealableContext:
 
     # thieves ---------------------------------------------------------------------
     def split(self, want: int) -> list:
-        """Up to ``want`` of the oldest entries as tasks for a thief (at most half the
-        deque, at least one); with none here, owe them until the next spawn."""
+        """The oldest half of the entries (at least one) as tasks for a thief, however
+        few it asked for (``want`` > 0); with none here, owe them until the next spawn.
+        Half, not the thief's batch size: on a spine of 300 levels x 3 ms, batches of
+        50 ms of work made 9 steals, each leaving the thief idle for a round trip to a
+        busy victim (about 10 ms on 2 shared cores): 1.58-1.61x the elision; halving
+        the deque makes 1-2 steals and 1.65-1.79x."""
         if want <= 0:
             self.owed = 0
             self._update()
@@ -278,7 +282,7 @@ class StealableContext:
 
     def _take(self, want: int) -> list:
         d = self.deque
-        n = min(want, (len(d) + 1) // 2)
+        n = (len(d) + 1) // 2       # steal half (see split), whatever ``want`` says
         out, keep = [], []
         while n > 0 and d:
             entry = d.popleft()

@@ -161,11 +161,12 @@ class Leaf:
             rec["batches"] += 1
             rec["largest_batch"] = max(rec.get("largest_batch", 0), len(msg.tasks))
         elif tag == P.NOMORE:
+            self.exhausted = True   # the parent had nothing: no asking ahead (it
+            #                         says so even if the request was since replaced)
             if not self.requested or msg.seq != self.seq:
                 return              # the answer to a request withdrawn or replaced
             # a refused refill leaves no request; a refused idle one waits for TASKS
             self.asking = Ask.NONE if self.asking is Ask.REFILL else Ask.REFUSED
-            self.exhausted = True
         elif tag == P.SPLIT:
             self.split(msg.want)
         elif tag == P.RETURN:

@@ -117,3 +117,18 @@ def test_the_request_states_follow_the_answers():
     leaf.handle(P.TASKS, P.Tasks([(((1,), 5), b"a")], 0))
     assert leaf.asking is Ask.NONE and len(leaf.tasks) == 1
     assert [msg.seq for _, msg in mailbox.sent[:4]] == [1, 2, 3, 0]
+
+
+def test_a_stale_no_more_still_stops_asking_ahead():
+    """A refill (seq 1) is replaced by an idle request (seq 2) before its "no more"
+    comes: the parent's pool was empty all the same. Split work then answers the idle
+    request, and the leaf must not ask ahead for more: on a spine each such refill
+    brought one more "no more", a message pair every 3 ms."""
+    leaf, mailbox = a_leaf()
+    leaf.phase = Phase.WORKING
+    leaf.ask()
+    leaf.ask(idle=True)
+    leaf.handle(P.NOMORE, P.NoMore(1))
+    assert leaf.exhausted and leaf.asking is Ask.IDLE
+    leaf.handle(P.TASKS, P.Tasks([(((1,), 5), b"a"), (((1,), 6), b"b")], 2))
+    assert leaf.exhausted and leaf.asking is Ask.NONE and len(leaf.tasks) == 2
