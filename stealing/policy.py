@@ -245,8 +245,8 @@ class StealPolicy:
         """The parent asks this node to hand over up to ``amount`` tasks: from the
         pool, else from every child that can be split. The parent asks only when the
         rest of its tree has nothing left to split, so a whole subtree waits on the
-        answer: each busy child gives some (a leaf at most half its deque), all in
-        one answer (one round trip instead of one per waiting leaf)."""
+        answer: every busy child is asked at once (a leaf gives half its deque), and
+        the first that gives anything answers the parent (see ``_answered_up``)."""
         if self.pool:
             n = min(amount, (len(self.pool) + 1) // 2)
             return [Yield([self.pool.pop() for _ in range(n)][::-1])]
@@ -282,15 +282,20 @@ class StealPolicy:
 
     def _answered_up(self, k: int) -> list:
         """Child ``k``'s part of the parent's split is in (or void: it went idle):
-        what the pool holds goes up with it, in one answer once every child asked
-        has answered (an empty one tells the parent "nothing here now")."""
+        what the pool holds goes up at once if it is anything, else once every
+        child asked has answered (an empty answer tells the parent "nothing here
+        now"). The children that answer later fill this node's pool, for its own
+        leaves or the parent's next request. (Waiting for every child made each
+        level of routers wait for its slowest leaf: on 32 sleeping leaves under 30
+        routers, 0.59-0.69 efficiency against 0.70-0.76 answering at once.)"""
         if not self.split_up or k not in self.up_waiting:
             return []
         self.up_waiting.discard(k)
         self.up_got.extend(self.pool)
         self.pool.clear()
-        if self.up_waiting:
+        if self.up_waiting and not self.up_got:
             return []
+        self.up_waiting.clear()
         got, self.up_got, self.split_up = self.up_got, [], 0
         return [Yield(got)]
 
