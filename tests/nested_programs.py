@@ -229,3 +229,17 @@ def fan_of_naps(n: int, ms: float) -> int:
     futures = [nap(ms) for _ in range(n)]
     sync()
     return sum(f.result() for f in futures)
+
+
+@spawn(depth=0)
+def fan_then_split(n: int, ctx, stolen: list) -> int:
+    """Spawns ``ident(0..n-1)``, lets a thief ask ``ctx`` for 2 of them, answers the
+    stolen calls itself (as their thief would: results through ``deliver``), and
+    returns the sum (run in-process, on a StealableContext)."""
+    from dac.serialize import dumps, loads
+    futures = [ident(i) for i in range(n)]
+    stolen.extend(ctx.split(2))
+    ctx.deliver([(tid, dumps(loads(payload)[3][0], "a result"))
+                 for tid, payload in stolen])
+    sync()
+    return sum(f.result() for f in futures)
