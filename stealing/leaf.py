@@ -35,6 +35,7 @@ from collections import deque
 from . import protocol as P
 from .errors import TaskError
 from .executor import load_executor
+from .gpu import GPUUnavailable, check_gpu, use_gpu
 from .stats import Meter
 from .waiting import IDLE_SLEEP, MAX_SLEEP
 
@@ -426,46 +427,6 @@ class Leaf:
             if working:
                 self.meter.record["idle_s"] += time.perf_counter() - t0
             self.handle(tag, msg)
-
-
-class GPUUnavailable(RuntimeError):
-    """The topology gives this host a GPU that this process cannot use."""
-
-
-def use_gpu(device: int, simulate: bool) -> None:
-    """Pin this leaf to GPU ``device`` of its host, before anything imports numba.
-
-    ``CUDA_VISIBLE_DEVICES`` is narrowed to that one device (an index into the list the
-    host already sets, if any), so the leaf's CUDA context lives on its own GPU. With
-    ``simulate`` the kernels run in numba's CUDA simulator instead.
-    """
-    import os
-    if simulate:
-        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-        return
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible:
-        ids = [v for v in visible.split(",") if v.strip()]
-        if device >= len(ids):
-            raise GPUUnavailable(f"GPU leaf {device} needs device #{device} but "
-                                 f"CUDA_VISIBLE_DEVICES={visible!r} lists {len(ids)}")
-        os.environ["CUDA_VISIBLE_DEVICES"] = ids[device]
-    else:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
-
-
-def check_gpu(device: int) -> None:
-    """Fail clearly, at start-up, when the topology's GPU is not there."""
-    import os
-    import socket
-    from numba import cuda
-    if not cuda.is_available():
-        raise GPUUnavailable(
-            f"host {socket.gethostname()} has no usable CUDA GPU for GPU leaf {device} "
-            f"(numba.cuda.is_available() is False; CUDA_VISIBLE_DEVICES="
-            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Run with gpu_simulate=True "
-            f"(dac run --gpu-simulate) to use numba's CUDA simulator, or give this host "
-            f"no gpus in the topology.")
 
 
 def preload(modules) -> None:
