@@ -588,3 +588,22 @@ def raises_an_unpicklable_exception(n):
     failure is reported without the object."""
     cls = type("LeafOnlyError", (Exception,), {"__module__": "no_such_module"})
     raise cls(f"made on the leaf: {n}")
+
+
+_kept_futures: list = []
+
+
+@spawn(depth=1)
+def keeps_a_future(n):
+    """Keeps the first pending future it makes (a mistake: futures belong to a run)."""
+    f = square(n)
+    if not _kept_futures:
+        _kept_futures.append(f)
+    return sync(f)
+
+
+@spawn(depth=1)
+def syncs_a_kept_future(n):
+    """Syncs on a future kept from another run: no task of this run produces it."""
+    sync(square(n))
+    return sync(_kept_futures[0])

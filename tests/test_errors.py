@@ -347,3 +347,11 @@ def test_procs_with_a_topology_file_is_refused(no_spawning, tmp_path):
     topo.write_text('[[clusters]]\nname = "a"\nhosts = [{ name = "localhost", slots = 1 }]\n')
     with pytest.raises(ValueError, match="procs= sets the leaves of the default topology"):
         dac.run(programs.fib, 10, topology=str(topo), procs=2)
+
+
+def test_a_future_kept_from_another_run_is_an_error_not_a_hang():
+    with dac.Runtime(procs=1) as rt:
+        assert rt.run(programs.keeps_a_future, 3) == 9
+        with pytest.raises(dac.DacError, match="waiting on futures that no task will "
+                                               "produce"):
+            rt.run(programs.syncs_a_kept_future, 4)
