@@ -155,15 +155,8 @@ class RootScheduler:
                 break
             if local_table and node.startup_end is None and node.policy.pool \
                     and type(node.policy.pool[-1][0]) is int:     # not split work
-                self.check_lost()
-                got = node.mailbox.poll(node.comms)
-                if got is None:
+                if not self._step(timeout=0.0):     # no message: a task here
                     self._run_here(node.policy.pool.pop(), local_table)
-                    continue
-                index, source, tag, msg = got
-                node.handle_child(node.comms[index], source, tag, msg)
-                if node.errors:
-                    raise node.errors[0]
                 continue
             self._step(timeout=left)
         while self._step(timeout=0.0):
