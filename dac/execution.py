@@ -33,7 +33,9 @@ def load_table(entries: dict) -> dict:
     for key, blob in entries.items():
         value = loads(blob)
         if key.startswith(SCRIPT_PREFIX):
-            setattr(main, key[len(SCRIPT_PREFIX):].rpartition("#")[0], value)
+            name = key[len(SCRIPT_PREFIX):].rpartition("#")[0]
+            setattr(main, name, value)
+            _put_in_main.add(name)
         else:
             table[key] = value
     for sf in table.values():
@@ -42,7 +44,20 @@ def load_table(entries: dict) -> dict:
             for name, value in g.items():
                 if not name.startswith("__") and not hasattr(main, name):
                     setattr(main, name, value)
+                    _put_in_main.add(name)
     return table
+
+
+_put_in_main: set = set()   # names load_table gave this process's __main__
+
+
+def forget_script() -> None:
+    """Remove what ``load_table`` put in ``__main__`` (a warm leaf, another script)."""
+    main = sys.modules["__main__"]
+    for name in _put_in_main:
+        if hasattr(main, name):
+            delattr(main, name)
+    _put_in_main.clear()
 
 
 def run_task_payload(payload: bytes, table: dict, stealable=None):
@@ -125,6 +140,7 @@ class Executor:
     Leaves find it by ``REFERENCE``."""
 
     load_table = staticmethod(load_table)
+    forget_script = staticmethod(forget_script)
     run_batch = staticmethod(run_batch_payloads)
     task_failure = staticmethod(task_failure)
 

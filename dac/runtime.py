@@ -29,7 +29,8 @@ REMOTE_MODES = ("prefetch", "blocking")
 STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
 OPTIONS = ("procs", "gpus", "gpu_simulate", "local", "depth", "leaf_mode", "prefetch",
            "remote", "batch", "batch_s", "root_helps", "preload",
-           "oversubscribe") + STEAL_KEYS
+           "oversubscribe", "attach") + STEAL_KEYS
+SETTINGS = ("leaf_mode", "batch", "batch_s", "remote", "preload", "gpu_simulate")
 LEAVES_PER_CORE = 64    # leaves per core of this machine allowed without oversubscribe
 last_report = None      # the report of this process's latest run (read by `dac run --json`)
 defaults: dict = {}     # options set by the `dac run` command line (topology, leaf_mode)
@@ -75,9 +76,10 @@ def _check_options(options: dict) -> dict:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
         raise ValueError(f"gpus must be an integer >= 0 (GPU leaves on this machine), "
                          f"got {gpus!r}")
-    oversubscribe = opts.setdefault("oversubscribe", False)
-    if not isinstance(oversubscribe, bool):
-        raise TypeError(f"oversubscribe must be True or False, got {oversubscribe!r}")
+    for flag, default in (("oversubscribe", False), ("attach", True)):
+        value = opts.setdefault(flag, default)
+        if not isinstance(value, bool):
+            raise TypeError(f"{flag} must be True or False, got {value!r}")
     crowded = procs is not None and _crowding(procs, opts)
     if crowded:
         raise ValueError(f"procs={procs} asks for {procs} leaf processes on this "
@@ -202,15 +204,8 @@ class Runtime:
             return self._start()
 
     def _start(self) -> "Runtime":
-        if self.scheduler is None:
-            from stealing.root import RootScheduler
-            settings = {k: self.options[k] for k in ("leaf_mode", "batch", "batch_s",
-                                                     "remote", "preload",
-                                                     "gpu_simulate")}
-            settings["prefetch"] = self.options.get("prefetch", True)
-            settings["executor"] = execution.REFERENCE          # the leaves import it
-            sched = RootScheduler(self.plan, self.options["params"], settings,
-                                  execution.Executor())
+        if self.scheduler is None and not self._attach():
+            sched = self.make_scheduler()
             self.scheduler = sched
             try:
                 sched.start()
@@ -226,8 +221,42 @@ class Runtime:
             self._spawned_in_run = True
         return self
 
+    def make_scheduler(self):
+        """A ``stealing.root.RootScheduler`` for this runtime's tree (not started)."""
+        from stealing.root import RootScheduler
+        settings = {k: self.options[k] for k in SETTINGS}
+        settings["prefetch"] = self.options.get("prefetch", True)
+        settings["executor"] = execution.REFERENCE          # the leaves import it
+        return RootScheduler(self.plan, self.options["params"], settings,
+                             execution.Executor())
+
+    def tree_shape(self) -> dict:
+        """What makes two trees interchangeable (``dac.warm``: a run attaches to a
+        warm tree only if it has the shape this runtime would spawn)."""
+        p = self.options["params"]
+        shape = {"leaves": len(self.plan.leaves()),
+                 "routers": sum(1 for n in self.plan.walk() if n.role == "router"),
+                 "plan": self.plan.to_dict(),
+                 "params": [p.branches, p.min_procs, p.tasks_per_leaf, p.steal_factor],
+                 "prefetch": self.options.get("prefetch", True)}
+        shape.update({k: self.options[k] for k in SETTINGS if k != "preload"})
+        import json
+        return json.loads(json.dumps(shape))            # as the tree file holds it
+
+    def _attach(self) -> bool:
+        """Use the warm tree if one is up and fits (``dac.warm``)."""
+        from .attaching import attach
+        sched = attach(self)
+        if sched is None:
+            return False
+        self.scheduler = sched
+        atexit.register(self.close)
+        self._spawned_in_run = False
+        return True
+
     def close(self) -> None:
-        """Stop every process of the tree (idempotent)."""
+        """Stop every process of the tree (idempotent); an attached runtime lets go of
+        the warm tree, which stays up."""
         with lock:
             sched, self.scheduler = self.scheduler, None
             if sched is not None:
@@ -263,6 +292,8 @@ class Runtime:
         # On a tree already running, tasks go out while the root is still finding them;
         # a fresh tree is spawned only after the first pass (bad arguments fail first).
         streamer = None
+        if self.scheduler is None:
+            self._attach()
         if self.scheduler is not None:
             self.scheduler.begin_job()
             streamer = _Streamer(self.scheduler, target, opts.get("depth") is not None)
@@ -306,6 +337,7 @@ class Runtime:
         stats = totals(stats_list, startup)
         stats["passes"] = passes
         stats["depth"] = exp.max_task_depth
+        stats["attached"] = bool(getattr(self.scheduler, "attached", False))
         global last_report
         self.report = last_report = RunReport(value, elapsed, stats)
         return self.report
@@ -319,7 +351,11 @@ class Runtime:
 
 def _translate(exc, exp, sched):
     """The error to raise for ``exc``: a lost process names the task it ran (the
-    scheduler knows the task's id, the expansion its call)."""
+    scheduler knows the task's id, the expansion its call); a warm tree that went
+    away is a ``DacError``."""
+    from stealing.warm import TreeGone
+    if isinstance(exc, TreeGone):
+        return DacError(f"the warm tree {exc}")
     lost = getattr(sched, "lost", None)
     if not isinstance(exc, LostProcessError) or exp is None or lost is None \
             or lost["tid"] < 0:

@@ -2,6 +2,9 @@
 
     dac run [--topology FILE] [--local] [--leaf-mode persistent|spawn] [--gpu-simulate]
             [--json] script.py [args...]
+    dac up [--procs N | --topology FILE [--local]] [--leaf-mode ...] [--preload m1,m2]
+    dac status [--json]
+    dac down
     dac topology check FILE [--local]
     dac topology show FILE [--json] [--local]
     dac topology from-slurm
@@ -11,6 +14,10 @@
 singleton, like ``python script.py``); every ``dac.run`` inside the script uses the
 topology and options given here.
 Errors in a topology exit with code 2 before anything is spawned.
+
+``dac up`` leaves a tree running in the background (a *warm tree*, ``dac.warm``) and
+returns once every leaf is ready; while it is up, scripts attach to it instead of
+spawning their own. ``dac status`` shows it, ``dac down`` stops it.
 """
 
 from __future__ import annotations
@@ -26,6 +33,13 @@ RUN_EXAMPLES = """examples:
   dac run examples/nqueens.py 12
   dac run --json examples/fib.py 30        # last stdout line: {"result":..., "stats":...}
   dac run --topology examples/topologies/two-clusters.toml --local examples/nqueens.py 14
+"""
+WARM_EXAMPLES = """examples:
+  dac up                                   # one leaf per core, in the background
+  dac up --procs 4 --preload numba,numpy
+  python examples/nqueens.py 14            # attaches to the warm tree
+  dac status
+  dac down
 """
 TOPOLOGY_EXAMPLES = """examples:
   dac topology check examples/topologies/thesis-20-14.toml --local
@@ -70,6 +84,8 @@ def _cmd_run(args) -> int:
         rt.defaults["leaf_mode"] = args.leaf_mode
     if args.gpu_simulate:
         rt.defaults["gpu_simulate"] = True
+    if args.no_attach:
+        rt.defaults["attach"] = False
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     rt.last_report = None
@@ -87,6 +103,85 @@ def _cmd_run(args) -> int:
         sys.stdout.flush()
         print(json.dumps(report.to_json(), default=_json_default))
     return code
+
+
+def _cmd_up(args) -> int:
+    from dac import warm
+    from dac.errors import DacError
+    options = {"procs": args.procs, "local": args.local or None,
+               "leaf_mode": args.leaf_mode, "gpu_simulate": args.gpu_simulate or None,
+               "preload": [m for m in (args.preload or "").split(",") if m] or None}
+    options = {k: v for k, v in options.items() if v is not None}
+    if args.local and not args.topology:
+        return _fail("up: --local maps the hosts of a topology file: give --topology")
+    try:
+        info = warm.up(args.topology, **options)
+    except (DacError, ValueError, TypeError) as exc:
+        return _fail(f"up: {exc}")
+    print(f"dac: warm tree up: pid {info['pid']}, {info['leaves']} leaves"
+          f"{_routers(info)}, ready in {info['ready_s']:.2f} s; scripts attach to it; "
+          f"`dac down` stops it")
+    return 0
+
+
+def _routers(info) -> str:
+    n = info.get("routers", 0)
+    return f" under {n} router{'s' if n != 1 else ''}" if n else ""
+
+
+def _cmd_status(args) -> int:
+    from dac import warm
+    from dac.errors import DacError
+    try:
+        info = warm.status()
+    except DacError as exc:
+        return _fail(f"status: {exc}")
+    if args.json:
+        print(json.dumps(info, default=_json_default))
+        return 0 if info else 1
+    if info is None:
+        print("dac: no warm tree is up (`dac up` starts one)")
+        return 1
+    if info.get("answering") is False:
+        print(f"dac: warm tree pid {info['pid']} does not answer; log: {info.get('log')}")
+        return 1
+    holder = info["holder"]
+    print(f"warm tree  pid {info['pid']} on {info['host']}, up {_duration(info['uptime_s'])}"
+          f" (ready in {info['ready_s']:.2f} s), {info['cpu_s']:.2f} s CPU")
+    print(f"shape      {info['leaves']} leaves{_routers(info)}, {info['leaf_mode']} leaves, "
+          f"topology {info['topology'] or 'this machine'}")
+    print(f"served     {info['runs']} runs for {info['scripts']} scripts; "
+          f"{'serving pid ' + str(holder) if holder else 'idle'}"
+          f"{'; waiting: ' + ', '.join(map(str, info['waiting'])) if info['waiting'] else ''}"
+          f"{'; restarted ' + str(info['restarts']) + ' times' if info['restarts'] else ''}")
+    print(f"files      {info['folder']} (log {info['log']})")
+    print(f"{'role':<8}{'pid':>9}  host")
+    for p in info["processes"]:
+        print(f"{p['role']:<8}{p['pid']:>9}  {p['host']}")
+    return 0
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _cmd_down(args) -> int:
+    from dac import warm
+    from dac.errors import DacError
+    try:
+        info = warm.down()
+    except DacError as exc:
+        return _fail(f"down: {exc}")
+    if info is None:
+        print("dac: no warm tree is up")
+        return 0
+    print(f"dac: warm tree pid {info['pid']} stopped after {info.get('runs', '?')} runs")
+    return 0
 
 
 def _load(args):
@@ -139,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     ap = argparse.ArgumentParser(prog="dac", description="Divide-and-conquer work "
                                  "stealing over spawned MPI processes.",
-                                 epilog=RUN_EXAMPLES + "\n" + TOPOLOGY_EXAMPLES,
+                                 epilog=RUN_EXAMPLES + "\n" + WARM_EXAMPLES + "\n" +
+                                 TOPOLOGY_EXAMPLES,
                                  formatter_class=fmt)
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a script as the root of a dac computation",
@@ -156,9 +252,35 @@ def build_parser() -> argparse.ArgumentParser:
                      help="GPU leaves run their kernels in numba's CUDA simulator")
     run.add_argument("--json", action="store_true",
                      help="end stdout with one JSON line: result, elapsed_s, stats")
+    run.add_argument("--no-attach", action="store_true",
+                     help="spawn a tree of its own even while a warm tree is up")
     run.add_argument("script", help="Python script that calls dac.run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
     run.set_defaults(func=_cmd_run)
+
+    up = sub.add_parser("up", help="start a warm tree in the background for scripts to "
+                        "attach to", description="Start a warm tree in the background; "
+                        "return once every leaf is ready.", epilog=WARM_EXAMPLES,
+                        formatter_class=fmt)
+    up.add_argument("--procs", type=int, help="leaves on this machine (default: one "
+                    "per core)")
+    up.add_argument("--topology", metavar="FILE", help="topology file (TOML)")
+    up.add_argument("--local", action="store_true", help="map every host of the "
+                    "topology onto this machine")
+    up.add_argument("--leaf-mode", choices=("persistent", "spawn"),
+                    help="persistent leaves (default) or a new leaf per batch")
+    up.add_argument("--gpu-simulate", action="store_true",
+                    help="GPU leaves run their kernels in numba's CUDA simulator")
+    up.add_argument("--preload", metavar="MODULES", help="comma-separated modules "
+                    "every leaf imports at start (e.g. numba,numpy)")
+    up.set_defaults(func=_cmd_up)
+    status = sub.add_parser("status", help="show the warm tree", epilog=WARM_EXAMPLES,
+                            formatter_class=fmt)
+    status.add_argument("--json", action="store_true", help="one JSON object")
+    status.set_defaults(func=_cmd_status)
+    down = sub.add_parser("down", help="stop the warm tree and everything it spawned",
+                          epilog=WARM_EXAMPLES, formatter_class=fmt)
+    down.set_defaults(func=_cmd_down)
 
     topo = sub.add_parser("topology", help="check, show or make topology files",
                           description="Check, show or make topology files.",

@@ -67,6 +67,10 @@ class Executor(Protocol):
         """Run a batch of task payloads on this leaf's GPU; returns
         ``[(task id, result bytes)]``."""
 
+    def forget_script(self) -> None:
+        """Another script attached to this warm leaf (``dac up``): drop what the
+        last one's functions left in the process (its names in ``__main__``)."""
+
     def task_failure(self, payload: bytes, exc: BaseException, tb: str,
                      where: str | None = None) -> TaskError:
         """A task's exception (``tb`` its formatted traceback) as the error the root

@@ -91,6 +91,9 @@ class Leaf:
             mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
         self.meter = Meter("leaf", init.get("cluster", "local"))
         self.tasks_per_leaf = init["params"]["tasks_per_leaf"]
+        self.session = None                # the attached script's (warm tree)
+        self.script_modules = None         # a ScriptModules once a script attached
+        self.preloaded = tuple(init.get("preload", ()))
         self.by_rate = init.get("batch", "rate") == "rate"
         self.batch_s = float(init.get("batch_s", 0.05))
         self.slowdown = float(init.get("slowdown", 1.0))
@@ -176,6 +179,8 @@ class Leaf:
             self.load_job(msg)
         elif tag == P.STATS_REQ:
             self.send(P.STATS, P.Stats([self.meter.snapshot()]))
+            if self.script_modules is not None:     # what this job imported
+                self.script_modules.note()
         elif tag == P.STOP:
             self.send(P.BYE, P.Bye([]))
             self.phase = Phase.STOPPED      # nothing is sent after BYE
@@ -190,12 +195,27 @@ class Leaf:
                 self.phase = Phase.NEW
             self.asking, self.exhausted = Ask.NONE, False
             self.rate, self.win_tasks, self.win_busy = None, 0, 0.0   # new tasks, new rate
+        if job.env is not None and job.env.get("session") != self.session:
+            self.new_script(job.env)
         self.table.update(self.executor.load_table(job.functions))
         if not self.ready_sent:
             self.ready_sent = True
             rec = self.meter.record
             self.send(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "leaf",
                                                   time.time(), self.shm)]))
+
+    def new_script(self, env: dict) -> None:
+        """Another script attached to this warm leaf: its functions replace the last
+        one's, script modules whose files changed are imported afresh, its settings
+        are taken."""
+        from .script_env import ScriptModules, adopt
+        self.session = env.get("session")
+        self.table = {}
+        self.executor.forget_script()
+        if self.script_modules is None:
+            self.script_modules = ScriptModules(keep=self.preloaded)
+        self.script_modules.refresh()
+        adopt(env)
 
     # the work loop -------------------------------------------------------------
     @property

@@ -248,7 +248,7 @@ class Node:
             self.policy.reset_counters()
         table = dict(self.job.functions) if self.job is not None else {}
         table.update(job.functions)   # a job message carries only the functions not
-        self.job = P.Job(job.job_id, table)  # sent before; a new process needs them all
+        self.job = P.Job(job.job_id, table, job.env)  # sent before; a new process needs all
         self.one_shot_stats = []
         for c in self.children:
             if c.comm is not None:

@@ -178,13 +178,8 @@ def _work(status: Status, run_dir: str | None) -> None:
 def _adopt_roots_settings(init: dict) -> None:
     """Tasks run here as they would in the user's script: its import path, its
     ``sys.argv``, its recursion limit."""
-    for path in reversed(init.get("sys_path", [])):
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    if init.get("argv"):
-        sys.argv = list(init["argv"])
-    if init.get("recursion_limit"):
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), init["recursion_limit"]))
+    from .script_env import adopt
+    adopt(init)
 
 
 def _do_not_wait_for_threads() -> None:

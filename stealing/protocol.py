@@ -56,9 +56,12 @@ def name(tag) -> str:
 
 class Job(NamedTuple):
     """JOB: the job's number and the functions its tasks call, ``{key: entry}`` (the
-    executor's opaque entries; only those not sent in an earlier JOB)."""
+    executor's opaque entries; only those not sent in an earlier JOB). ``env``: on a
+    warm tree, the attached script's ``session`` number, ``sys_path``, ``argv``,
+    ``cwd`` and ``recursion_limit`` (None: the root's own, given in INIT)."""
     job_id: int
     functions: dict
+    env: dict | None = None
 
 
 class Tasks(NamedTuple):

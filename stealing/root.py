@@ -34,6 +34,7 @@ class Root(Node):
     def on_ready(self, msg) -> None:
         here = socket.gethostname()
         for p in msg.processes:
+            self.processes.append({"role": p.role, "pid": p.pid, "host": p.host})
             if p.host == here:
                 self.shm.update(p.shm)
             if p.role != "leaf":
@@ -67,6 +68,7 @@ class RootScheduler:
         self.started_at = None
         self.run_dir = None                # where monitors record lost processes
         self.lost = None                   # the record of the first lost process
+        self.job_env = None                # P.Job.env: an attached script's (warm tree)
         self._next_check = 0.0
 
     # life cycle ----------------------------------------------------------------
@@ -94,6 +96,7 @@ class RootScheduler:
         node = Root(MPI, mailbox, meter, params, config, parent=None)
         node.collected, node.ready, node.startup_end, node.last_ready = {}, 0, None, 0.0
         node.leaf_pids = []
+        node.processes = []                # {role, pid, host} of every READY
         node.shm = set()                   # MPICH segments of the tree on this host
         node.leaf_slots = len(self.plan.leaves())
         node.stats_done = False
@@ -108,6 +111,30 @@ class RootScheduler:
         if n is None or n.startup_end is None:
             return None
         return n.startup_end - self.started_at
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Announce an empty job, so that every persistent leaf reports READY, and
+        wait until all have (a warm tree lends itself only once they have); False
+        if ``timeout`` passed first. Spawn-per-batch leaves start with each batch:
+        there is nothing to wait for."""
+        node = self.node
+        if self.settings.get("leaf_mode", "persistent") != "persistent":
+            return True
+        self.begin_job()
+        self.feed([], {})
+        end = None if timeout is None else time.monotonic() + timeout
+        while node.startup_end is None:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            self._step(timeout=left)
+        self.end_job()
+        return True
+
+    def processes(self) -> list:
+        """``{role, pid, host}`` of every process of the tree that said READY."""
+        return [{"role": "root", "pid": os.getpid(), "host": socket.gethostname()}] + \
+            (list(self.node.processes) if self.node is not None else [])
 
     def begin_job(self) -> None:
         self.job_id += 1
@@ -128,7 +155,7 @@ class RootScheduler:
         node = self.node
         new = {k: v for k, v in table.items() if k not in self.sent_keys}
         if new or self.job_id != getattr(self, "_announced", None):
-            node.start_job(P.Job(self.job_id, new))
+            node.start_job(P.Job(self.job_id, new, self.job_env))
             self.sent_keys.update(new)
             self._announced = self.job_id
         node.add_tasks(payloads)

@@ -18,6 +18,12 @@ if HERE not in sys.path:
 
 import proctools  # noqa: E402  (sets the session's process tag in os.environ)
 
+# A warm tree the user has up (`dac up`) is never used by the tests: runs spawn their
+# own trees unless a test (test_warm.py) says otherwise, with a folder of its own.
+os.environ["DAC_ATTACH"] = "0"
+os.environ["DAC_TREE_DIR"] = os.path.join(
+    __import__("tempfile").gettempdir(), f"dac-tests-tree-{os.getpid()}")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def no_leftover_processes():

@@ -1,0 +1,317 @@
+"""A warm tree (``dac up`` / ``status`` / ``down``) and the scripts that attach to it.
+
+Every tree here lives in a folder of the test's own (``DAC_TREE_DIR``), so a tree the
+user may have up is never touched, and the scripts run as a user runs them: separate
+processes, started in their own session, with this session's process tag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import sys
+import time
+
+import pytest
+
+from proctools import dac_processes, finish, launch, new_tag, wait_for, \
+    wait_for_no_processes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLIENT = os.path.join(ROOT, "tests", "scripts", "warm_client.py")
+DAC = shutil.which("dac", path=os.path.dirname(sys.executable)) or "dac"
+FIB = {15: 610, 16: 987, 17: 1597, 18: 2584}
+
+
+class Tree:
+    """A warm tree in its own folder, and the commands and scripts that use it."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.tag = new_tag()
+
+    def start(self, args, cwd=ROOT):
+        return launch(args, self.tag, cwd=cwd)
+
+    def command(self, *args, timeout=120, cwd=ROOT):
+        code, out, err, _ = finish(self.start(list(args), cwd=cwd), timeout)
+        return code, out, err
+
+    def dac(self, *args, timeout=120):
+        return self.command(DAC, *args, timeout=timeout)
+
+    def client(self, *args, timeout=120, cwd=ROOT):
+        code, out, err = self.command(sys.executable, CLIENT, *args, timeout=timeout,
+                                      cwd=cwd)
+        assert code == 0, err
+        return json.loads(out.strip().splitlines()[-1]), err
+
+    def info(self) -> dict:
+        with open(os.path.join(self.folder, "tree.json")) as f:
+            return json.load(f)
+
+    def status(self) -> dict:
+        code, out, err = self.dac("status", "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    t = Tree(str(tmp_path / "tree"))
+    monkeypatch.setenv("DAC_TREE_DIR", t.folder)    # the scripts inherit both
+    monkeypatch.setenv("DAC_ATTACH", "1")
+    yield t
+    t.dac("down")
+    assert wait_for_no_processes(t.tag, timeout=10) == {}
+
+
+@pytest.fixture
+def up_tree(tree):
+    code, out, err = tree.dac("up", "--procs", "2", "--preload", "dac.execution")
+    assert code == 0, err
+    assert "warm tree up" in out and "2 leaves" in out
+    return tree
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# dac up / status / down ------------------------------------------------------------
+def test_up_status_down_leave_no_process(tree):
+    code, out, err = tree.dac("up", "--procs", "2")
+    assert code == 0, err
+    info = tree.info()
+    server = info["pid"]
+    assert info["leaves"] == 2 and os.path.exists(f"/proc/{server}")
+    mode = stat.S_IMODE(os.stat(os.path.join(tree.folder, "tree.json")).st_mode)
+    assert mode == 0o600 and stat.S_IMODE(os.stat(tree.folder).st_mode) == 0o700
+    st = tree.status()
+    assert st["pid"] == server and st["runs"] == 0 and st["holder"] is None
+    roles = sorted(p["role"] for p in st["processes"])
+    assert roles == ["leaf", "leaf", "root"]
+    assert set(dac_processes(tree.tag)) == {p["pid"] for p in st["processes"]
+                                            if p["role"] == "leaf"}
+    code, out, _ = tree.dac("status")
+    assert code == 0 and f"pid {server}" in out and "2 leaves" in out and "idle" in out
+    code, out, err = tree.dac("up", "--procs", "2")
+    assert code == 2 and "already up" in err
+    code, out, err = tree.dac("down")
+    assert code == 0 and f"pid {server} stopped" in out
+    assert wait_for(lambda: not os.path.exists(f"/proc/{server}"), 10)
+    assert wait_for_no_processes(tree.tag, timeout=10) == {}
+    assert not os.path.exists(os.path.join(tree.folder, "tree.json"))
+    assert not os.path.exists(os.path.join(tree.folder, "tree.sock"))
+    code, out, _ = tree.dac("status")
+    assert code == 1 and "no warm tree" in out
+
+
+def test_an_idle_tree_does_not_spin(up_tree):
+    pids = [p["pid"] for p in up_tree.status()["processes"]]
+    before = {pid: cpu_seconds(pid) for pid in pids}
+    time.sleep(3.0)
+    used = {pid: cpu_seconds(pid) - before[pid] for pid in pids}
+    assert max(used.values()) < 0.15, used         # under 5% of a core each
+
+
+# attaching -------------------------------------------------------------------------
+def test_dac_run_attaches_and_says_so_once(up_tree):
+    leaves = sorted(p["pid"] for p in up_tree.status()["processes"] if p["role"] == "leaf")
+    first, err = up_tree.client("fib", "15")
+    assert first["result"] == 610 and first["attached"] is True
+    assert first["spawns"] == 0 and first["leaves"] == leaves
+    assert err.count("attached to the warm tree") == 1
+    second, _ = up_tree.client("fib", "17")
+    assert second["result"] == 1597 and second["leaves"] == leaves
+    st = up_tree.status()
+    assert st["runs"] == 2 and st["scripts"] == 2 and st["restarts"] == 0
+
+
+def test_a_runtime_and_the_dac_command_attach(up_tree):
+    out, err = up_tree.client("runtime", "15")
+    assert out["first"] == 610 and out["result"] == 987
+    assert out["first_attached"] is True and out["attached"] is True
+    assert err.count("attached to the warm tree") == 1
+    code, stdout, err = up_tree.dac("run", CLIENT, "fib", "16")
+    assert code == 0, err
+    assert json.loads(stdout.strip().splitlines()[-1])["attached"] is True
+    code, stdout, err = up_tree.dac("run", "--no-attach", CLIENT, "fib", "16")
+    ran = json.loads(stdout.strip().splitlines()[-1])
+    assert code == 0 and ran["result"] == 987 and ran["attached"] is False
+    assert ran["spawns"] == 2 and "attached" not in err
+    assert up_tree.status()["runs"] == 3
+
+
+def test_a_run_of_another_shape_spawns_its_own_tree(up_tree):
+    out, err = up_tree.client("fib", "15", "1")
+    assert out["result"] == 610 and out["attached"] is False and out["spawns"] == 1
+    assert "it has 2 leaves and this run asks for 1" in err
+    assert up_tree.status()["runs"] == 0
+
+
+def test_two_scripts_at_once_are_served_one_after_the_other(up_tree):
+    a = up_tree.start([sys.executable, CLIENT, "naps", "16", "60"])
+    assert wait_for(lambda: up_tree.status()["holder"] is not None, 30)
+    b = up_tree.start([sys.executable, CLIENT, "naps", "12", "30"])
+    ra, rb = finish(a, 60), finish(b, 60)
+    assert ra[0] == 0 and rb[0] == 0, (ra[2], rb[2])
+    out_a = json.loads(ra[1].strip().splitlines()[-1])
+    out_b = json.loads(rb[1].strip().splitlines()[-1])
+    assert out_a["result"] == sum(range(16)) and out_b["result"] == sum(range(12))
+    assert out_a["attached"] and out_b["attached"]
+    assert f"serving pid {a.pid}" in rb[2] and "waiting" in rb[2]
+    assert up_tree.status()["runs"] == 2
+
+
+def test_a_script_killed_while_attached_leaves_the_tree_healthy(up_tree):
+    leaves = {p["pid"] for p in up_tree.status()["processes"] if p["role"] == "leaf"}
+    victim = up_tree.start([sys.executable, CLIENT, "naps", "40", "100"])
+    assert wait_for(lambda: up_tree.status()["holder"] == victim.pid, 30)
+    time.sleep(0.5)                                 # its tasks are on the leaves
+    os.kill(victim.pid, signal.SIGKILL)
+    finish(victim, 10)
+    out, _ = up_tree.client("fib", "16")
+    assert out["result"] == 987 and out["attached"] is True
+    assert set(out["leaves"]) == leaves             # the same leaves, still warm
+    st = up_tree.status()
+    assert st["holder"] is None and st["restarts"] == 0 and st["runs"] == 1
+
+
+def test_a_failing_task_is_the_scripts_error_and_the_tree_goes_on(up_tree):
+    out, _ = up_tree.client("fail")
+    assert out["error"] == "TaskError" and "no 3 here" in out["message"]
+    assert out["cause"] == "ValueError('no 3 here')"
+    again, _ = up_tree.client("fib", "15")
+    assert again["result"] == 610 and again["attached"] is True
+    assert up_tree.status()["restarts"] == 1        # its leaf waited to be stopped
+
+
+def test_an_edited_module_runs_its_new_code(up_tree, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    source = ("import dac\nLOADED = {loaded!r}\nFACTOR = {factor}\n\n"
+              "@dac.spawn(depth=1)\ndef value_sum(n):\n"
+              "    if n <= 1:\n        return [FACTOR * n, LOADED]\n"
+              "    a, b = dac.sync(value_sum(n - 1), value_sum(n - 2))\n"
+              "    return [a[0] + b[0], min(a[1], b[1])]\n")
+    mod = work / "warm_mod.py"
+    mod.write_text(source.format(loaded="first", factor=1))
+    first, _ = up_tree.client("module", cwd=str(work))
+    again, _ = up_tree.client("module", cwd=str(work))
+    assert first["result"] == [3, "first"] and again["result"] == [3, "first"]
+    time.sleep(0.01)
+    mod.write_text(source.format(loaded="second", factor=10))
+    edited, _ = up_tree.client("module", cwd=str(work))
+    assert edited["result"] == [30, "second"]
+
+
+# when the tree is gone or must not be used ----------------------------------------
+def test_a_killed_tree_falls_back_to_a_tree_of_its_own(up_tree):
+    server = up_tree.info()["pid"]
+    os.kill(server, signal.SIGKILL)
+    assert wait_for_no_processes(up_tree.tag, timeout=10) == {}     # leaves' watchdog
+    out, err = up_tree.client("fib", "15")
+    assert out["result"] == 610 and out["attached"] is False and out["spawns"] == 2
+    assert not os.path.exists(os.path.join(up_tree.folder, "tree.json"))
+
+
+def test_a_tree_that_does_not_answer_is_passed_over(up_tree):
+    server = up_tree.info()["pid"]
+    os.kill(server, signal.SIGSTOP)
+    try:
+        out, err = up_tree.client("fib", "15")
+    finally:
+        os.kill(server, signal.SIGCONT)
+    assert out["result"] == 610 and out["attached"] is False
+    assert f"the warm tree (pid {server}) does not answer" in err
+    again, _ = up_tree.client("fib", "15")          # awake again, it serves
+    assert again["attached"] is True and again["result"] == 610
+
+
+def _tree_file(folder, **info):
+    from stealing.warm import write_tree_file
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    base = {"pid": os.getpid(), "uid": os.getuid(), "leaves": 2,
+            "socket": os.path.join(folder, "tree.sock")}
+    return write_tree_file(folder, dict(base, **info))
+
+
+def test_a_tree_file_others_may_write_is_refused(tmp_path, monkeypatch, no_spawning):
+    import dac
+    folder = str(tmp_path / "tree")
+    path = _tree_file(folder)
+    os.chmod(path, 0o666)
+    monkeypatch.setenv("DAC_TREE_DIR", folder)
+    monkeypatch.setenv("DAC_ATTACH", "1")
+    with pytest.raises(dac.DacError, match=r"tree\.json may be written by other users "
+                       r"\(mode 0666\)"):
+        dac.run(dac_fib, 10, procs=2)
+
+
+def test_another_users_tree_file_is_refused(tmp_path, monkeypatch):
+    from stealing.warm import TreeFileError, read_tree_file
+    folder = str(tmp_path / "tree")
+    _tree_file(folder)
+    real = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: real + 4242)
+    with pytest.raises(TreeFileError, match=rf"belongs to uid {real}, not to you"):
+        read_tree_file(folder)
+
+
+def test_a_wrong_tree_file_is_refused_with_what_is_wrong(tmp_path):
+    from stealing.warm import TreeFileError, read_tree_file
+    folder = str(tmp_path / "tree")
+    path = _tree_file(folder)
+    with open(path, "w") as f:
+        f.write("{not json")
+    with pytest.raises(TreeFileError, match=r"tree\.json cannot be read"):
+        read_tree_file(folder)
+    with open(path, "w") as f:
+        json.dump({"pid": 1}, f)
+    with pytest.raises(TreeFileError, match=r"not a dac tree file: it lacks socket, "
+                       r"uid, leaves"):
+        read_tree_file(folder)
+    os.chmod(folder, 0o777)
+    with pytest.raises(TreeFileError, match=r"folder .* \(mode 0777\)"):
+        read_tree_file(folder)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to act as another user")
+def test_another_user_cannot_attach(up_tree):
+    sock_path = up_tree.info()["socket"]
+    pid = os.fork()
+    if pid == 0:                                    # pragma: no cover (child)
+        import socket
+        code = 0
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(sock_path)
+            code = 1                                # it should not get this far
+            s.sendall(b"x")
+            if s.recv(1) == b"":
+                code = 2
+        except OSError:
+            code = 0
+        os._exit(code)
+    _, raw = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(raw) == 0
+
+
+import dac  # noqa: E402
+
+
+@dac.spawn
+def dac_fib(n):
+    if n < 2:
+        return n
+    a, b = dac.sync(dac_fib(n - 1), dac_fib(n - 2))
+    return a + b
