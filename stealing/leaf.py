@@ -36,7 +36,7 @@ from . import protocol as P
 from .errors import TaskError
 from .executor import load_executor
 from .gpu import GPUUnavailable, check_gpu, use_gpu
-from .stats import Meter
+from .stats import Meter, startup_steps
 from .waiting import IDLE_SLEEP, MAX_SLEEP
 
 
@@ -91,6 +91,8 @@ class Leaf:
             mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
         self.meter = Meter("leaf", init.get("cluster", "local"))
         self.tasks_per_leaf = init["params"]["tasks_per_leaf"]
+        self.start_init = {k: init.get(k) for k in ("marks", "spawned_at")}
+        self.imported = None               # time its executor and preload were in
         self.session = None                # the attached script's (warm tree)
         self.script_modules = None         # a ScriptModules once a script attached
         self.preloaded = tuple(init.get("preload", ()))
@@ -200,6 +202,9 @@ class Leaf:
         self.table.update(self.executor.load_table(job.functions))
         if not self.ready_sent:
             self.ready_sent = True
+            self.meter.extra["startup"] = startup_steps(self.start_init, time.time(),
+                                                        self.imported)
+            self.meter.record["startup"] = self.meter.extra["startup"]
             rec = self.meter.record
             self.send(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "leaf",
                                                   time.time(), self.shm)]))
@@ -486,7 +491,9 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
         _refuse_to_start(mailbox, parent, exc)
         return
     signal.signal(signal.SIGTERM, _on_sigterm)
+    leaf.executor                   # imported now, while the root may still be busy
     preload(init.get("preload", ()))
+    leaf.imported = time.time()
     try:
         leaf.serve(watchdog)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

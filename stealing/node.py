@@ -13,6 +13,7 @@ The root is a node without a parent; a router is a node whose parent is another 
 from __future__ import annotations
 
 import os
+import time
 
 from . import protocol as P
 from .policy import AskParent, Give, Refuse, Route, SendResults, Split, StealPolicy, Yield
@@ -67,6 +68,7 @@ class Node:
                 self._add_child(None, 0, "slot", 1, kid)
             return
         for host, group in _by_host(kids):
+            began = time.time()
             comm = spawn(self.MPI, len(group), _spawn_host(host),
                          self.config.get("run_dir"))
             self.comms.append(comm)
@@ -74,7 +76,7 @@ class Node:
             self.meter.record["spawns"] += len(group)
             for i, kid in enumerate(group):
                 self._add_child(comm, i, role, kid["procs"], kid)
-                self._introduce(comm, i, kid)
+                self._introduce(comm, i, kid, spawned_at=began)
 
     def _add_child(self, comm, rank: int, role: str, procs: int, kid: dict) -> None:
         index = self.policy.add_child(role, procs, kid["tasks"])
@@ -99,13 +101,15 @@ class Node:
 
     def _spawn_one_shot(self, child: Child) -> None:
         self.before_spawn()
+        began = time.time()
         comm = spawn(self.MPI, 1, _spawn_host(child.spec.get("host")),
                      self.config.get("run_dir"))
         self.meter.record["spawns"] += 1
         child.comm, child.rank = comm, 0
         self.comms.append(comm)
         self.mailbox.name_link(comm, child.index)
-        self._introduce(comm, 0, child.spec, one_shot=True, index=child.index)
+        self._introduce(comm, 0, child.spec, one_shot=True, index=child.index,
+                        spawned_at=began)
         if self.job is not None:
             self.send(comm, 0, P.JOB, self.job)
 

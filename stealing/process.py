@@ -102,6 +102,7 @@ def _monitor(child: int, status: Status, run_dir: str | None) -> None:
 
 
 def main() -> None:
+    started = time.time()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     run_dir = sys.argv[1] if len(sys.argv) > 1 else None
     status = Status()
@@ -111,7 +112,7 @@ def main() -> None:
     if child:
         _monitor(child, status, run_dir)
     _empty_stdin()
-    _work(status, run_dir)
+    _work(status, run_dir, started)
 
 
 def _empty_stdin() -> None:
@@ -125,12 +126,13 @@ def _empty_stdin() -> None:
         pass
 
 
-def _work(status: Status, run_dir: str | None) -> None:
+def _work(status: Status, run_dir: str | None, started: float) -> None:
     os.environ.setdefault("UCX_LOG_LEVEL", "error")     # see stealing.mpi.init_mpi
     import mpi4py
     mpi4py.rc.threads = False
     mpi4py.rc.finalize = False
     from mpi4py import MPI
+    mpi_up = time.time()
 
     from . import protocol as P
     from .shm import own_shm, unlink_shm
@@ -144,6 +146,7 @@ def _work(status: Status, run_dir: str | None) -> None:
     _, _, tag, init = mailbox.wait([parent])
     if tag != P.INIT:
         raise RuntimeError(f"dac process: expected INIT, got {P.name(tag)}")
+    init["marks"] = {"main": started, "mpi": mpi_up, "init": time.time()}
     _adopt_roots_settings(init)
     init["shm"] = own_shm()
     status.shm(init["shm"])
@@ -172,7 +175,7 @@ def _work(status: Status, run_dir: str | None) -> None:
     sys.stderr.flush()
     MPI.Finalize()
     status.finished()
-    _do_not_wait_for_threads()
+    _exit_now()
 
 
 def _adopt_roots_settings(init: dict) -> None:
@@ -182,15 +185,16 @@ def _adopt_roots_settings(init: dict) -> None:
     adopt(init)
 
 
-def _do_not_wait_for_threads() -> None:
-    """Threads a task left running must not keep this process alive after the tree
-    stopped: Python would wait for them at exit. The interpreter is told not to
-    (``os._exit`` instead would skip the MPI libraries' own clean-up at exit, which
-    the root's MPI needs to end cleanly)."""
-    import threading
-    if any(t.is_alive() and not t.daemon and t is not threading.main_thread()
-           for t in threading.enumerate()):
-        if hasattr(threading, "_shutdown"):
-            threading._shutdown = lambda: None
-        else:                                           # pragma: no cover
-            os._exit(0)
+def _exit_now() -> None:
+    """End the process once MPI is finalized, without Python's own teardown: with
+    numba and LLVM loaded that takes a leaf about 0.12 s (measured: 7 ms from STOP
+    to the atexit handlers, 0.13 s until the process was gone), and the root waits
+    for every process of the tree to end before ``close`` returns. Nothing is left
+    to clean: the atexit handlers run first, and threads a task left running
+    (which Python would wait for) end with the process."""
+    import atexit
+    import ctypes
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ctypes.CDLL(None).exit(0)

@@ -167,9 +167,11 @@ INIT_KEYS = {
     "latency_ms": "emulated latency of the link to the parent",
     "one_shot": "a spawn-per-batch leaf: one batch, then exit",
     "path": "the child's address: child indices from the root (owner of split work)",
+    "spawned_at": "time.time() when the parent called Spawn for the child",
     # added by the child itself after INIT arrived
     "shm": "its MPI shared-memory segments (own)",
     "status": "its Status shared with its monitor (own)",
+    "marks": "time.time() at the steps of its start: main, mpi, init (own)",
 }
 
 # What travels with each tag (None: nothing; dict: INIT's settings).

@@ -7,7 +7,7 @@ import time
 from . import protocol as P
 from .node import Node
 from .plan import StealParams
-from .stats import Meter
+from .stats import Meter, startup_steps
 from .waiting import IDLE_SLEEP, MAX_SLEEP
 
 
@@ -32,6 +32,8 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     if init.get("latency_ms"):
         mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
     node.spawn_children(plan)
+    meter.extra["startup"] = startup_steps(init, time.time())
+    meter.record["startup"] = meter.extra["startup"]
     rec = meter.record
     node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
                                              time.time(), init.get("shm", []))]))

@@ -55,6 +55,25 @@ class Meter:
         return rec
 
 
+def startup_steps(init: dict, ready: float, imported: float | None = None) -> dict:
+    """Where a spawned process's start went, in seconds (``startup`` in its record):
+    ``python_s`` from its parent's Spawn call until its main ran (MPI's launch, the
+    interpreter, dac's first imports), ``mpi_s`` MPI_Init, ``init_s`` waiting for the
+    parent's INIT (Spawn returns once every process of the call is in MPI_Init),
+    ``imports_s`` the task executor and ``preload`` (leaves), and ``ready_s`` from the
+    Spawn call until it said READY (a leaf: when the first job came, a router: when its
+    own children were spawned)."""
+    marks, began = init.get("marks"), init.get("spawned_at")
+    if not marks or began is None:
+        return {}
+    steps = {"python_s": marks["main"] - began, "mpi_s": marks["mpi"] - marks["main"],
+             "init_s": marks["init"] - marks["mpi"]}
+    if imported is not None:
+        steps["imports_s"] = imported - marks["init"]
+    steps["ready_s"] = ready - began
+    return {k: round(v, 4) for k, v in steps.items()}
+
+
 def totals(processes: list[dict], startup_s: float) -> dict:
     """The run's totals (``spawns``, ``batches``, steals, ``startup_s``, ``tasks``)."""
     out = {key: sum(p.get(key, 0) for p in processes) for key in TOTAL_KEYS}

@@ -35,6 +35,22 @@ def test_fib_on_a_fresh_tree(procs):
     assert report.elapsed_s > 0
 
 
+def test_every_spawned_process_reports_where_its_start_went():
+    report = dac.run_report(programs.fib, 18, procs=4, min_procs=2)
+    assert report.result == 2584
+    spawned = [p for p in report.stats["processes"] if p["role"] != "root"]
+    assert {p["role"] for p in spawned} == {"router", "leaf"}
+    for p in spawned:
+        steps = p["startup"]
+        assert set(steps) == ({"python_s", "mpi_s", "init_s", "ready_s"} |
+                              ({"imports_s"} if p["role"] == "leaf" else set()))
+        assert all(v >= 0 for v in steps.values()), steps
+        parts = steps["python_s"] + steps["mpi_s"] + steps["init_s"] + \
+            steps.get("imports_s", 0)
+        assert parts <= steps["ready_s"] + 1e-3, steps
+    assert max(p["startup"]["ready_s"] for p in spawned) <= report.stats["startup_s"] + 0.01
+
+
 def test_run_returns_the_value_of_run_report():
     assert dac.run(programs.fib, 16, procs=1) == 987
 
