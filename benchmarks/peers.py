@@ -214,11 +214,13 @@ def main() -> int:
     finally:
         if "dac-warm" in ways:
             dac_cli(["down"], cold_env)
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
     table = summarize(times, ways, args.n)
     print(render(table, ways, args.n, args.repeat))
     if args.json:
         print(json.dumps({"cores": CORES, "repeat": args.repeat, "skipped": skipped,
-                          "figures": table}))
+                          "tree_folder": folder, "figures": table}))
     if wrong:
         print(f"WRONG solution counts: {wrong}")
         return 1

@@ -13,9 +13,11 @@ The root is a node without a parent; a router is a node whose parent is another 
 from __future__ import annotations
 
 import os
+import socket
 import time
 
 from . import protocol as P
+from .bell import bell_name
 from .policy import AskParent, Give, Refuse, Route, SendResults, Split, StealPolicy, Yield
 from .spawning import is_this_machine, spawn
 
@@ -85,10 +87,13 @@ class Node:
     def _introduce(self, comm, rank: int, kid: dict, **extra) -> None:
         """Send a new child its INIT; a link with emulated latency is delayed here too."""
         index = len(self.children) - 1 if "index" not in extra else extra.pop("index")
+        path = self.policy.path + (index,)
         init = dict(self.config, role=kid["role"], cluster=kid.get("cluster", "local"),
                     slowdown=kid.get("slowdown", 1.0), device=kid.get("device", -1),
-                    latency_ms=kid.get("latency_ms", 0.0),
-                    path=self.policy.path + (index,), **extra)
+                    latency_ms=kid.get("latency_ms", 0.0), path=path,
+                    parent_host=socket.gethostname(), **extra)
+        if is_this_machine(kid.get("host")) and self.config.get("root_pid"):
+            self.mailbox.ring_link(comm, rank, bell_name(self.config["root_pid"], path))
         if kid["role"] == "router":
             init["plan"] = kid
         if kid.get("latency_ms"):

@@ -156,6 +156,7 @@ def _work(status: Status, run_dir: str | None, started: float) -> None:
     mailbox.trace = open_trace("/".join([init["role"], *map(str, init.get("path", ()))]))
     mailbox.name_link(parent, "up")
     root_pid, root_host = init.get("root_pid"), init.get("root_host")
+    _open_bells(mailbox, parent, init)
 
     def watchdog():
         if root_pid and root_host == socket.gethostname() and not alive(root_pid):
@@ -176,6 +177,18 @@ def _work(status: Status, run_dir: str | None, started: float) -> None:
     MPI.Finalize()
     status.finished()
     _exit_now()
+
+
+def _open_bells(mailbox, parent, init: dict) -> None:
+    """This process's doorbell, and its parent's to ring when both run on this host
+    (``stealing.bell``)."""
+    from .bell import Bell, bell_name
+    root_pid, path = init.get("root_pid"), tuple(init.get("path", ()))
+    if not root_pid or not path:
+        return
+    mailbox.bell = Bell.open(bell_name(root_pid, path))
+    if init.get("parent_host") == socket.gethostname():
+        mailbox.ring_link(parent, 0, bell_name(root_pid, path[:-1]))
 
 
 def _adopt_roots_settings(init: dict) -> None:

@@ -168,6 +168,7 @@ INIT_KEYS = {
     "one_shot": "a spawn-per-batch leaf: one batch, then exit",
     "path": "the child's address: child indices from the root (owner of split work)",
     "spawned_at": "time.time() when the parent called Spawn for the child",
+    "parent_host": "the parent's host name (on the same host they ring each other's bell)",
     # added by the child itself after INIT arrived
     "shm": "its MPI shared-memory segments (own)",
     "status": "its Status shared with its monitor (own)",

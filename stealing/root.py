@@ -93,6 +93,8 @@ class RootScheduler:
         meter = Meter("root", self.plan.cluster)
         mailbox = Mailbox(MPI)
         mailbox.trace = open_trace("root")
+        from .bell import Bell, bell_name
+        mailbox.bell = Bell.open(bell_name(os.getpid(), ()))
         node = Root(MPI, mailbox, meter, params, config, parent=None)
         node.collected, node.ready, node.startup_end, node.last_ready = {}, 0, None, 0.0
         node.leaf_pids = []

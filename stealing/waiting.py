@@ -7,11 +7,16 @@ next probe comes within tens of microseconds; an idle process settles at one pro
 per ``max_sleep`` (about 0.5% of a core), so a steal is answered within a few ms.
 Sends are non-blocking (``isend``) and completed by the same loop, so two processes
 sending large messages to each other never deadlock.
+
+A process with a doorbell (``stealing.bell``) spends its sleeps in ``select`` on it:
+a message whose sender rang wakes it within microseconds instead of at the next probe.
 """
 
 from __future__ import annotations
 
 import time
+
+from .bell import ring
 
 MIN_SLEEP = 20e-6
 MAX_SLEEP = 1e-3        # while work is under way: a steal waits at most ~1 ms
@@ -33,6 +38,8 @@ class Mailbox:
         self._held = []         # [(due time, comm, source, tag, payload)], arrival order
         self.trace = None       # a stealing.trace.Trace (DAC_TRACE_DIR), or None
         self._links = {}        # id(comm) -> "up" or the number of its rank 0 child
+        self.bell = None        # this process's stealing.bell.Bell, or None
+        self._ring_to = {}      # (id(comm), rank) -> bell name of a process to ring
 
     def name_link(self, comm, first) -> None:
         """Name ``comm`` in the trace: ``"up"``, or its rank 0 child's number."""
@@ -55,17 +62,30 @@ class Mailbox:
                 return d
         return 0.0
 
+    def ring_link(self, comm, rank: int, name: bytes) -> None:
+        """Ring bell ``name`` after each message to ``rank`` of ``comm``."""
+        self._ring_to[(id(comm), rank)] = name
+
     # sending -----------------------------------------------------------------
     def send(self, comm, obj, dest: int, tag: int) -> None:
         if self.trace is not None:
             self.trace.message("send", self._link(comm, dest), tag, obj)
         req = comm.isend(obj, dest=dest, tag=tag)
+        name = self._ring_to.get((id(comm), dest)) if self._ring_to else None
         if not req.Test():
-            self._pending.append(req)
+            self._pending.append((req, name))
+        if name is not None:
+            ring(name)
 
     def progress(self) -> None:
         if self._pending:
-            self._pending = [r for r in self._pending if not r.Test()]
+            left = []
+            for req, name in self._pending:
+                if not req.Test():
+                    left.append((req, name))
+                elif name is not None:
+                    ring(name)      # it may have reached the receiver only now
+            self._pending = left
 
     def flush(self, timeout: float | None = None) -> bool:
         """Complete every pending send; False if ``timeout`` passed first."""
@@ -127,6 +147,7 @@ class Mailbox:
         """
         delay = self.min_sleep
         cap = self.max_sleep if max_sleep is None else max_sleep
+        bell = self.bell
         start = time.monotonic()
         next_idle = start + idle_every
         while True:
@@ -140,6 +161,13 @@ class Mailbox:
                 on_idle()
                 next_idle = now + idle_every
             if cap >= IDLE_SLEEP and now - start > DEEP_IDLE_AFTER:
-                cap = DEEP_IDLE_SLEEP
-            time.sleep(max(0.0, min(delay, self._until_due())))
+                cap = max(cap, DEEP_IDLE_SLEEP)
+            pause = max(0.0, min(delay, self._until_due()))
+            if timeout is not None:
+                pause = min(pause, max(0.0, start + timeout - now))
+            if bell is None:
+                time.sleep(pause)
+            elif bell.sleep(pause):
+                delay = self.min_sleep          # a message is on its way
+                continue
             delay = min(delay * 2, cap)

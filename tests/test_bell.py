@@ -1,0 +1,50 @@
+"""Doorbells (stealing.bell): a waiting process sleeps until a message is on its way."""
+
+import os
+import threading
+import time
+
+import dac
+import programs
+from stealing.bell import Bell, bell_name, ring
+
+
+def test_bell_names_follow_the_tree():
+    assert bell_name(42, ()) == b"\0dac-bell-42-root"
+    assert bell_name(42, (0, 2, 1)) == b"\0dac-bell-42-0.2.1"
+
+
+def test_a_ring_wakes_a_sleeping_bell_at_once():
+    name = bell_name(os.getpid(), (99, 7))
+    bell = Bell(name)
+    try:
+        assert bell.sleep(0.0) is False
+        threading.Timer(0.05, ring, (name,)).start()
+        t0 = time.monotonic()
+        assert bell.sleep(5.0) is True
+        assert time.monotonic() - t0 < 2.0
+        for _ in range(3):                  # rings pile up; one sleep takes them all
+            ring(name)
+        assert bell.sleep(0.0) is True and bell.sleep(0.0) is False
+        assert Bell.open(name) is None      # the name is taken while it lives
+    finally:
+        bell.close()
+    ring(name)                              # nobody there: dropped, no error
+    Bell(name).close()                      # and the name is free again
+
+
+def abstract_sockets() -> set:
+    with open("/proc/net/unix") as f:
+        return {line.split()[-1] for line in f if line.split()[-1].startswith("@")}
+
+
+def test_the_root_and_every_process_of_a_tree_on_this_host_have_a_bell():
+    with dac.Runtime(procs=4, min_procs=2) as rt:
+        assert rt.run(programs.fib, 15) == 610
+        node = rt.scheduler.node
+        assert node.mailbox.bell is not None
+        names = {n for n in abstract_sockets() if n.startswith(f"@dac-bell-{os.getpid()}-")}
+        paths = {n.rsplit("-", 1)[1] for n in names}
+        # root, its 2 routers, their 2 leaves each
+        assert paths == {"root", "0", "1", "0.0", "0.1", "1.0", "1.1"}
+        assert len(node.mailbox._ring_to) == 2          # the root rings its routers

@@ -1,0 +1,32 @@
+"""The benchmarks still run: each in a quick mode, with right answers (their figures are
+for the closing notes, never asserted here)."""
+
+import json
+import os
+import sys
+
+from proctools import finish, launch, new_tag, wait_for_no_processes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_benchmark(*args, timeout=300):
+    tag = new_tag()
+    code, out, err, _ = finish(launch([sys.executable, *args], tag, cwd=ROOT), timeout)
+    assert wait_for_no_processes(tag, timeout=10) == {}
+    return code, out, err
+
+
+def test_peers_runs_every_way_with_the_right_count():
+    code, out, err = run_benchmark("benchmarks/peers.py", "--n", "9", "--repeat", "1",
+                                   "--json")
+    assert code == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    ways = {"seq", "pool", "ppe", "mpi4py", "dac-cold", "dac-advice", "dac-warm"}
+    assert report["skipped"] == {}
+    for mode in ("whole", "compute"):
+        rows = [r for r in report["figures"] if r["mode"] == mode and r["n"] == 9]
+        assert {r["way"] for r in rows} == ways
+        assert all(r["min_s"] > 0 and r["speedup"] > 0 for r in rows)
+    assert "N = 9, whole command" in out and "dac-warm" in out
+    assert not os.path.exists(report["tree_folder"])       # the warm tree is down
