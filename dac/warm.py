@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -121,14 +120,8 @@ def _is_server(pid: int) -> bool:
 
 
 def _ask(info: dict, request, timeout: float = 5.0) -> dict:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        sock.connect(info["socket"])
-        W.send_msg(sock, request)
-        reply = W.recv_msg(sock)
-    finally:
-        sock.close()
+    sock, reply = W.call(info["socket"], request, timeout)
+    sock.close()
     if not isinstance(reply, W.Status):
         raise TreeGone(f"the warm tree answered {type(reply).__name__}")
     return reply.info

@@ -10,8 +10,6 @@ the tree: the tree stays up for the next script.
 
 from __future__ import annotations
 
-import socket
-
 from . import warm as W
 from .warm import TreeGone
 
@@ -22,12 +20,11 @@ def attach(info: dict, hello: W.Hello, on_queued=None) -> "AttachedScheduler":
     """Connect to the tree ``info`` (a tree file's contents) and wait for it: if
     another script holds it, ``on_queued(Queued)`` is called and the wait goes on
     until that script is done. Raises ``TreeGone`` if nobody answers."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(ANSWER_S)
     try:
-        sock.connect(info["socket"])
-        W.send_msg(sock, hello)
-        reply = W.recv_msg(sock)
+        sock, reply = W.call(info["socket"], hello, ANSWER_S)
+    except (OSError, EOFError) as exc:
+        raise TreeGone(f"does not answer ({type(exc).__name__}: {exc})") from None
+    try:
         if isinstance(reply, W.Queued):
             if on_queued is not None:
                 on_queued(reply)

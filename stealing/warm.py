@@ -137,6 +137,20 @@ def peer_uid(sock: socket.socket) -> int:
     return struct.unpack("3i", creds)[1]
 
 
+def call(path: str, msg, timeout: float | None):
+    """Connect to the tree socket ``path``, send ``msg`` and read the answer:
+    ``(socket, answer)``, the socket still open (closed if anything failed)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+        send_msg(sock, msg)
+        return sock, recv_msg(sock)
+    except BaseException:
+        sock.close()
+        raise
+
+
 # framing -----------------------------------------------------------------------
 def send_msg(sock: socket.socket, msg) -> None:
     data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
