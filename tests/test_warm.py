@@ -156,14 +156,14 @@ def test_a_run_of_another_shape_spawns_its_own_tree(up_tree):
 
 
 def test_two_scripts_at_once_are_served_one_after_the_other(up_tree):
-    a = up_tree.start([sys.executable, CLIENT, "naps", "16", "60"])
+    a = up_tree.start([sys.executable, CLIENT, "naps", "20", "150"])     # 1.5 s
     assert wait_for(lambda: up_tree.status()["holder"] is not None, 30)
     b = up_tree.start([sys.executable, CLIENT, "naps", "12", "30"])
     ra, rb = finish(a, 60), finish(b, 60)
     assert ra[0] == 0 and rb[0] == 0, (ra[2], rb[2])
     out_a = json.loads(ra[1].strip().splitlines()[-1])
     out_b = json.loads(rb[1].strip().splitlines()[-1])
-    assert out_a["result"] == sum(range(16)) and out_b["result"] == sum(range(12))
+    assert out_a["result"] == sum(range(20)) and out_b["result"] == sum(range(12))
     assert out_a["attached"] and out_b["attached"]
     assert f"serving pid {a.pid}" in rb[2] and "waiting" in rb[2]
     assert up_tree.status()["runs"] == 2
