@@ -194,6 +194,7 @@ class Runtime:
         self.plan = plan_topology(self.topology, self.options["params"],
                                   socket.gethostname())
         self.scheduler = None
+        self.attach_tried = False   # this tree's run looked for a warm tree already
         self.report: RunReport | None = None
         self._spawned_in_run = False
 
@@ -244,7 +245,11 @@ class Runtime:
         return json.loads(json.dumps(shape))            # as the tree file holds it
 
     def _attach(self) -> bool:
-        """Use the warm tree if one is up and fits (``dac.warm``)."""
+        """Use the warm tree if one is up and fits (``dac.attaching``); looked for
+        once per tree, so a tree that does not answer costs its wait once."""
+        if self.attach_tried:
+            return False
+        self.attach_tried = True
         from .attaching import attach
         sched = attach(self)
         if sched is None:
@@ -259,6 +264,7 @@ class Runtime:
         the warm tree, which stays up."""
         with lock:
             sched, self.scheduler = self.scheduler, None
+            self.attach_tried = False           # the next run looks again
             if sched is not None:
                 atexit.unregister(self.close)
                 sched.stop()

@@ -103,8 +103,7 @@ class Leaf:
         self.device = int(init.get("device", -1))
         self.real_gpu = self.device >= 0 and not init.get("gpu_simulate")
         if self.device >= 0:
-            self.meter.extra["device"] = self.device
-            self.meter.reset()
+            self.meter.keep(device=self.device)
             use_gpu(self.device, bool(init.get("gpu_simulate")))
         self.rate = None            # tasks per second, smoothed
         self.win_tasks, self.win_busy = 0, 0.0
@@ -202,9 +201,8 @@ class Leaf:
         self.table.update(self.executor.load_table(job.functions))
         if not self.ready_sent:
             self.ready_sent = True
-            self.meter.extra["startup"] = startup_steps(self.start_init, time.time(),
-                                                        self.imported)
-            self.meter.record["startup"] = self.meter.extra["startup"]
+            self.meter.keep(startup=startup_steps(self.start_init, time.time(),
+                                                  self.imported))
             rec = self.meter.record
             self.send(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "leaf",
                                                   time.time(), self.shm)]))

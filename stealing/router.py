@@ -32,8 +32,7 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     if init.get("latency_ms"):
         mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
     node.spawn_children(plan)
-    meter.extra["startup"] = startup_steps(init, time.time())
-    meter.record["startup"] = meter.extra["startup"]
+    meter.keep(startup=startup_steps(init, time.time()))
     rec = meter.record
     node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
                                              time.time(), init.get("shm", []))]))

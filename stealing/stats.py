@@ -44,6 +44,11 @@ class Meter:
         self.extra: dict = {}        # fields kept across jobs (a GPU leaf's device)
         self.reset()
 
+    def keep(self, **fields) -> None:
+        """Fields of the process itself, in this job's record and every later one."""
+        self.extra.update(fields)
+        self.record.update(fields)
+
     def reset(self) -> None:
         self.record = new_record(self.role, self.cluster)
         self.record.update(self.extra)

@@ -230,6 +230,7 @@ def test_a_tree_that_does_not_answer_is_passed_over(up_tree):
         os.kill(server, signal.SIGCONT)
     assert out["result"] == 610 and out["attached"] is False
     assert f"the warm tree (pid {server}) does not answer" in err
+    assert err.count("does not answer") == 1            # its 5 s wait is paid once
     again, _ = up_tree.client("fib", "15")          # awake again, it serves
     assert again["attached"] is True and again["result"] == 610
 
