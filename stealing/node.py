@@ -25,7 +25,8 @@ from .spawning import is_this_machine, spawn
 class Child:
     """A node's link to one child; its accounting is ``policy.children[index]``."""
 
-    __slots__ = ("comm", "rank", "role", "index", "pids", "spec", "seq")
+    __slots__ = ("comm", "rank", "role", "index", "pids", "spec", "seq", "stats_due",
+                 "host")
 
     def __init__(self, comm, rank, role, index, spec=None):
         self.comm, self.rank, self.role = comm, rank, role
@@ -33,6 +34,8 @@ class Child:
         self.spec = spec or {}  # its node of the plan (host, cluster, slowdown, ...)
         self.pids = []          # processes of its subtree (for cleanup)
         self.seq = 0            # number of its latest request (answers carry it)
+        self.stats_due = False  # it owes this job's STATS
+        self.host = None        # its host, once it said READY
 
 
 class Node:
@@ -56,6 +59,10 @@ class Node:
         self.stats_wait = None          # [children left to answer, records]
         self.stopping = None            # children left to say BYE, or None
         self.errors: list = []
+        self.fault_tolerant = bool(config.get("fault_tolerant"))
+        self.max_attempts = int(config.get("max_attempts", 2))
+        self.attempts: dict = {}        # task id -> processes lost while it ran there
+        self.gone: list = []            # records of children lost (or left) this job
 
     # building the subtree ------------------------------------------------------
     def spawn_children(self, plan: dict) -> None:
@@ -69,16 +76,28 @@ class Node:
             for kid in kids:                    # spawn per batch: a slot per processor
                 self._add_child(None, 0, "slot", 1, kid)
             return
-        for host, group in _by_host(kids):
+        # under fault tolerance every child has a link of its own: processes spawned
+        # together in one intercommunicator fail together (Open MPI's ULFM)
+        groups = [(kid.get("host"), [kid]) for kid in kids] if self.fault_tolerant \
+            else _by_host(kids)
+        for host, group in groups:
             began = time.time()
-            comm = spawn(self.MPI, len(group), _spawn_host(host),
-                         self.config.get("run_dir"))
+            comm = self._spawn(len(group), host)
             self.comms.append(comm)
             self.mailbox.name_link(comm, len(self.children))
             self.meter.record["spawns"] += len(group)
             for i, kid in enumerate(group):
                 self._add_child(comm, i, role, kid["procs"], kid)
                 self._introduce(comm, i, kid, spawned_at=began)
+
+    def _spawn(self, count: int, host):
+        """Spawn ``count`` dac processes on ``host``; under fault tolerance their link
+        returns errors instead of ending the job when they die."""
+        comm = spawn(self.MPI, count, _spawn_host(host), self.config.get("run_dir"),
+                     watch_losses=not self.fault_tolerant)
+        if self.fault_tolerant:
+            comm.Set_errhandler(self.MPI.ERRORS_RETURN)
+        return comm
 
     def _add_child(self, comm, rank: int, role: str, procs: int, kid: dict) -> None:
         index = self.policy.add_child(role, procs, kid["tasks"])
@@ -107,8 +126,7 @@ class Node:
     def _spawn_one_shot(self, child: Child) -> None:
         self.before_spawn()
         began = time.time()
-        comm = spawn(self.MPI, 1, _spawn_host(child.spec.get("host")),
-                     self.config.get("run_dir"))
+        comm = self._spawn(1, child.spec.get("host"))
         self.meter.record["spawns"] += 1
         child.comm, child.rank = comm, 0
         self.comms.append(comm)
@@ -142,6 +160,9 @@ class Node:
     def handle_child(self, comm, rank, tag, msg) -> None:
         """React to one message from a child."""
         child = self.child_of(comm, rank)
+        if tag == P.LOST:
+            self.lose_child(child, msg)
+            return
         if tag == P.RESULTS:
             if msg.want:
                 child.seq = msg.seq
@@ -160,10 +181,13 @@ class Node:
             self.apply(self.policy.on_split_answer(child.index, msg.tasks))
         elif tag == P.READY:
             child.pids.extend(p.pid for p in msg.processes)
+            if child.host is None and msg.processes:
+                child.host = msg.processes[-1].host     # (a router's own comes last)
             self.on_ready(msg)
         elif tag == P.ERROR:
             self.on_error(msg)
         elif tag == P.STATS:
+            child.stats_due = False
             self.stats_wait[0] -= 1
             self.stats_wait[1].extend(msg.records)
             if self.stats_wait[0] == 0:
@@ -174,6 +198,119 @@ class Node:
                 self._retire_one_shot(child)
         else:
             raise RuntimeError(f"unexpected {P.name(tag)} from a child")
+
+    # a lost child ------------------------------------------------------------
+    def lose_child(self, child: Child, exc=None) -> None:
+        """``child``'s process died (its link failed: Open MPI's ULFM). Its link is
+        dropped, every task it held goes back to the pool (``policy.lose_child``), a
+        task that was running each time its process died ``max_attempts`` times fails
+        the run, and a new process takes the child's place on the same host."""
+        comm = child.comm
+        self.mailbox.forget(comm)
+        if comm in self.comms:
+            self.comms.remove(comm)
+        try:
+            comm.Free()
+        except Exception:                                   # noqa: BLE001
+            pass
+        child.comm = None
+        record = self.loss_record(child)
+        tasks, actions = self.policy.lose_child(child.index)
+        self.gone.append(_gone_record(child, record))
+        if child.stats_due and self.stats_wait is not None:
+            child.stats_due = False
+            self.stats_wait[0] -= 1
+            if self.stats_wait[0] == 0:
+                self.on_stats_done()
+        if self.stopping is not None:
+            self.stopping -= 1
+            return
+        if self.count_attempt(child, record, tasks):
+            return
+        self.apply(actions)
+        if child.role != "slot":
+            self.replace(child)
+
+    def loss_record(self, child: Child) -> dict | None:
+        """What the child's monitor wrote when it died (exit code or signal, the task
+        it ran), when the child ran on this host; None if there is none."""
+        from .losses import read_lost_records
+        run_dir = self.config.get("run_dir")
+        if not run_dir or not child.pids or not is_this_machine(child.host):
+            return None
+        deadline = time.monotonic() + 0.5      # the monitor writes it as the child ends
+        while True:
+            for r in read_lost_records(run_dir):
+                if r["pid"] in child.pids:
+                    return r
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.01)
+
+    def count_attempt(self, child: Child, record, tasks: list) -> bool:
+        """Count a lost process against the tasks it was running (the one its monitor
+        names, else every task it held); True when one has now lost ``max_attempts``
+        processes: the run fails with a ``LostProcessError`` naming it."""
+        ids = {t[0]: t for t in tasks}
+        tid = record["tid"] if record else -1
+        suspects = [tid] if tid in ids else list(ids)
+        worst = None
+        for t in suspects:
+            self.attempts[t] = self.attempts.get(t, 0) + 1
+            if self.attempts[t] >= self.max_attempts and worst is None:
+                worst = t
+        if worst is None:
+            return False
+        from .errors import LostProcessError
+        from .losses import describe_loss
+        how = describe_loss(record) if record else "lost (its link failed)"
+        code = record["code"] if record else None
+        err = LostProcessError(
+            child.role if child.role != "slot" else "leaf",
+            record["pid"] if record else (child.pids[0] if child.pids else 0),
+            record["host"] if record else (child.host or "?"),
+            f"{how}; the task lost its process {self.attempts[worst]} times "
+            f"(max_attempts={self.max_attempts})",
+            exit_code=code if code is not None and code >= 0 else None,
+            signal=-code if code is not None and code < 0 else None)
+        self.fail(P.Failure(err, ids[worst][1]))
+        return True
+
+    def fail(self, failure) -> None:
+        """The run cannot go on: report ``failure`` as a task's error."""
+        self.on_error(failure)
+
+    def replace(self, old: Child) -> None:
+        """Spawn a new process in a lost child's place (a new child number: results
+        still on their way to the old one's address are dropped); if its host cannot
+        take one any more, the others share the work."""
+        kid = old.spec
+        try:
+            self.before_spawn()
+            began = time.time()
+            comm = self._spawn(1, kid.get("host"))
+        except Exception as exc:                            # noqa: BLE001
+            import sys
+            print(f"dac: no new {old.role} on {kid.get('host') or 'this machine'} in "
+                  f"place of a lost one ({exc}); the others take its work",
+                  file=sys.stderr)
+            return
+        self.meter.record["spawns"] += 1
+        self.join(comm, kid, began)
+
+    def join(self, comm, kid: dict, began: float) -> Child:
+        """A process spawned while the tree runs joins it: INIT, the job's
+        functions, and a share of the work at once."""
+        self.comms.append(comm)
+        index = self.policy.join_child(kid["role"], kid["procs"], kid["tasks"])
+        child = Child(comm, 0, kid["role"], index, kid)
+        self.children.append(child)
+        self.mailbox.name_link(comm, index)
+        self._introduce(comm, 0, kid, spawned_at=began, index=index)
+        if self.job is not None:
+            self.send(comm, 0, P.JOB, self.job)
+        self.apply(self.policy.distribute())
+        return child
 
     # hooks the root and the router fill in
     def take_results(self, results) -> None:
@@ -229,7 +366,9 @@ class Node:
                 self.send_up(P.RESULTS, P.Results(action.results, 0))
             elif isinstance(action, Route):
                 child = self.children[action.child]
-                self.send(child.comm, child.rank, P.RETURN, P.Returned(action.results))
+                if child.comm is not None:
+                    self.send(child.comm, child.rank, P.RETURN,
+                              P.Returned(action.results))
             elif isinstance(action, Split):
                 child = self.children[action.child]
                 self.send(child.comm, child.rank, P.SPLIT, P.Split(action.amount))
@@ -255,6 +394,7 @@ class Node:
         if self.job is not None and self.job.job_id != job.job_id:
             self.meter.reset()
             self.policy.reset_counters()
+            self.gone = []
         table = dict(self.job.functions) if self.job is not None else {}
         table.update(job.functions)   # a job message carries only the functions not
         self.job = P.Job(job.job_id, table, job.env)  # sent before; a new process needs all
@@ -268,6 +408,7 @@ class Node:
         live = [c for c in self.children if c.comm is not None]
         self.stats_wait = [len(live), []]
         for c in live:
+            c.stats_due = True
             self.send(c.comm, c.rank, P.STATS_REQ, None)
         if not live:
             self.on_stats_done()
@@ -276,7 +417,8 @@ class Node:
         """Own record, the children's records and the finished one-shot leaves'."""
         own = self.meter.snapshot()
         own.update(self.policy.counters)
-        records = [own] + self.stats_wait[1]
+        own.update(self.policy.losses)
+        records = [own] + self.stats_wait[1] + self.gone
         if self.one_shot_stats:
             records.append(_merge_one_shot(self.one_shot_stats))
         return records
@@ -296,6 +438,19 @@ class Node:
 
     def subtree_pids(self) -> list:
         return [os.getpid()] + [p for c in self.children for p in c.pids]
+
+
+def _gone_record(child: Child, record: dict | None) -> dict:
+    """The statistics record of a lost child: what is known of it."""
+    from .stats import new_record
+    rec = new_record(child.role if child.role != "slot" else "leaf",
+                     child.spec.get("cluster", "local"))
+    rec.update(pid=record["pid"] if record else (child.pids[0] if child.pids else 0),
+               host=record["host"] if record else (child.host or "?"),
+               lost=True, ended_at=round(record["time"] if record else time.time(), 3))
+    if record:
+        rec["exit"] = record["code"]
+    return rec
 
 
 def _merge_one_shot(records: list) -> dict:

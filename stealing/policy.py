@@ -47,6 +47,7 @@ DRY_S = 0.01    # a child that had nothing to split off is asked again after thi
 
 STEAL_COUNTERS = ("steals_local", "steals_remote", "steals_after_remote", "steals_split",
                   "steals_failed")
+LOSS_COUNTERS = ("leaves_lost", "routers_lost", "tasks_redone", "results_dropped")
 
 
 @dataclass(frozen=True)
@@ -101,14 +102,17 @@ class Route:
 class ChildShare:
     """What the policy knows of one child: its size and the work it holds or wants."""
 
-    __slots__ = ("role", "procs", "quota", "outstanding", "want", "asked", "waited",
-                 "last_want", "idle", "split_wait", "split_pending", "dry_until", "woken")
+    __slots__ = ("role", "procs", "quota", "outstanding", "held", "want", "asked", "waited",
+                 "last_want", "idle", "split_wait", "split_pending", "dry_until", "woken",
+                 "lost")
 
     def __init__(self, role: str, procs: int, quota: int):
         self.role = role        # "router", "leaf", or "slot" (a spawn-per-batch leaf)
         self.procs = procs
         self.quota = quota      # its initial share of a round
         self.outstanding = 0    # tasks given and not yet returned
+        self.held = {}          # those of them that are (task id, payload) pairs, by id:
+        #                         what is given again if the child is lost
         self.want = 0           # tasks it is waiting for
         self.asked = False      # the want comes from a steal request
         self.waited = False     # that request had to wait for the node's parent
@@ -120,6 +124,7 @@ class ChildShare:
         #                         this time (or until it reports results)
         self.woken = False      # results went down to it since its idle request: it
         #                         may be computing again (and can be split)
+        self.lost = False       # its process died (or left): it gets nothing more
 
     def clear_want(self) -> None:
         self.want, self.asked, self.waited = 0, False, False
@@ -162,7 +167,10 @@ class StealPolicy:
         self.split_up = 0               # tasks the parent asked this node to split off
         self.up_waiting: set = set()    # children whose split answers the parent's
         self.up_got: list = []          # what they gave so far
+        self.tracking = False           # tasks given are (task id, payload) pairs, held
+        #                                 per child by id (see ``results_from``)
         self.counters: dict = {}
+        self.losses: dict = {}          # LOSS_COUNTERS of the job
         self.reset_counters()
 
     def add_child(self, role: str, procs: int, quota: int) -> int:
@@ -170,15 +178,24 @@ class StealPolicy:
         self.children.append(ChildShare(role, procs, quota))
         return len(self.children) - 1
 
+    def join_child(self, role: str, procs: int, quota: int) -> int:
+        """A child that joins while work is under way (a replacement, or a leaf
+        added by ``grow``): it wants its share at once; returns its number."""
+        k = self.add_child(role, procs, quota)
+        c = self.children[k]
+        c.want, c.idle = quota, True
+        return k
+
     def reset_counters(self) -> None:
         """A new job: the steal counters start again from zero."""
         self.counters = dict.fromkeys(STEAL_COUNTERS, 0)
+        self.losses = dict.fromkeys(LOSS_COUNTERS, 0)
 
     # events --------------------------------------------------------------------
     def begin_round(self) -> None:
         """Every idle child wants its initial share (Figure 5.3 quotas)."""
         for c in self.children:
-            if c.outstanding == 0 and c.want == 0:
+            if c.outstanding == 0 and c.want == 0 and not c.lost:
                 c.want, c.asked, c.waited = c.quota, False, False
                 c.idle = True       # it holds nothing: a split may serve it
                 c.split_pending = False     # whatever it said in a past round
@@ -271,7 +288,7 @@ class StealPolicy:
         children waiting for them."""
         c = self.children[k]
         c.split_pending = False
-        c.outstanding -= self._counted(k, tasks)
+        c.outstanding -= self._counted(k, tasks, c.held)
         if not tasks:
             c.dry_until = self.now() + DRY_S
         self.pool.extend(tasks)
@@ -302,9 +319,42 @@ class StealPolicy:
     def results_from(self, k: int, results) -> tuple:
         """Child ``k`` sent ``results``: its outstanding work shrinks by those this
         node counted (a split spawn its own subtree ran and owns was never counted
-        here); returns ``route(results)``."""
+        here); returns ``route(results)``. A counted result of a task the child does
+        not hold is a second copy (the task was given again after a loss): it is
+        dropped, so no result is ever counted twice."""
+        c = self.children[k]
+        if c.held or self.tracking:
+            kept = []
+            for r in results:
+                if self._comes_back(k, r) and c.held.pop(r[0], None) is None:
+                    self.losses["results_dropped"] += 1
+                    continue
+                kept.append(r)
+            if len(kept) < len(results):
+                results = kept
         self.child_returned(k, self._counted(k, results))
         return self.route(results)
+
+    def lose_child(self, k: int) -> list:
+        """Child ``k`` died (or left): every task it held is put back at the head of
+        the pool and given out again (``tasks_redone``); it gets nothing more. Its
+        results still on their way are lost with it, and results routed to it later
+        (of work split off it) are dropped (``route``). Returns the tasks redone
+        followed by the actions: ``(tasks, actions)``."""
+        c = self.children[k]
+        tasks = list(c.held.values())
+        c.held = {}
+        c.outstanding = 0
+        c.clear_want()
+        c.split_pending = False
+        c.lost = True
+        self.losses["routers_lost" if c.role == "router" else "leaves_lost"] += 1
+        self.losses["tasks_redone"] += len(tasks)
+        self.pool.extendleft(reversed(tasks))
+        out = self._answered_up(k) if self.split_up else []
+        if tasks and not self.has_parent:
+            self.begin_round()      # the root: idle children take the redone tasks
+        return tasks, self.distribute() + out
 
     def route(self, results) -> list:
         """Where results from a child go: ``(mine, actions)``. ``mine`` are the root's
@@ -320,6 +370,8 @@ class StealPolicy:
                 down.setdefault(path[depth], []).append(r)
             else:
                 up.append(r)
+        for k in [k for k in down if self.children[k].lost]:
+            self.losses["results_dropped"] += len(down.pop(k))   # their owner died
         actions = [Route(k, rs) for k, rs in down.items()]
         for k in down:
             c = self.children[k]
@@ -329,16 +381,24 @@ class StealPolicy:
             actions.append(SendResults(up))
         return mine, actions
 
-    def _counted(self, k: int, tasks) -> int:
-        """How many of ``tasks`` come back through this node when child ``k`` runs
-        them: those whose owner is not in ``k``'s subtree."""
+    def _comes_back(self, k: int, t) -> bool:
+        """Task (or result) ``t`` of child ``k`` comes back through this node: its
+        owner is not in ``k``'s subtree."""
+        path = owner(t[0]) if type(t) is tuple else None
         depth = len(self.path)
+        return not (path is not None and len(path) > depth and path[depth] == k
+                    and path[:depth] == self.path)
+
+    def _counted(self, k: int, tasks, held: dict | None = None) -> int:
+        """How many of ``tasks`` come back through this node when child ``k`` runs
+        them; those that are (task id, payload) pairs leave ``held`` (its record of
+        what ``k`` holds)."""
         n = 0
         for t in tasks:
-            path = owner(t[0]) if type(t) is tuple else None
-            if not (path is not None and len(path) > depth and path[depth] == k
-                    and path[:depth] == self.path):
+            if self._comes_back(k, t):
                 n += 1
+                if held is not None and type(t) is tuple:
+                    held.pop(t[0], None)
         return n
 
     def keep_results(self, results) -> None:
@@ -426,7 +486,12 @@ class StealPolicy:
                           "steals_after_remote" if c.waited else "steals_local"] += 1
         tasks = [self.pool.popleft() for _ in range(n)]
         c.clear_want()
-        c.outstanding += self._counted(k, tasks)
+        for t in tasks:
+            if self._comes_back(k, t):
+                c.outstanding += 1
+                if type(t) is tuple:
+                    c.held[t[0]] = t
+                    self.tracking = True
         return Give(k, tasks)
 
     def _split_a_child(self, amount: int, besides, out: list, wanted: int = 1) -> bool:
@@ -562,7 +627,7 @@ class StealPolicy:
 
     @property
     def total_procs(self) -> int:
-        return sum(c.procs for c in self.children) or 1
+        return sum(c.procs for c in self.children if not c.lost) or 1
 
     def busy(self) -> bool:
         """Work is under way below this node (so poll eagerly)."""

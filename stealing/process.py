@@ -142,6 +142,7 @@ def _work(status: Status, run_dir: str | None, started: float) -> None:
     parent = MPI.Comm.Get_parent()
     if parent == MPI.COMM_NULL:
         sys.exit("stealing.process is started by dac with MPI_Comm_spawn, not by hand")
+    parent.Set_errhandler(MPI.ERRORS_RETURN)    # a dead parent: an error, not an abort
     mailbox = Mailbox(MPI)
     _, _, tag, init = mailbox.wait([parent])
     if tag != P.INIT:
@@ -163,6 +164,15 @@ def _work(status: Status, run_dir: str | None, started: float) -> None:
             unlink_shm(init["shm"])
             status.finished()
             os._exit(3)
+
+    def parent_lost(exc):
+        """The parent died (Open MPI's ULFM reports it): whatever this process holds
+        is redone from the parent's parent, so it ends at once."""
+        unlink_shm(init["shm"])
+        status.finished()
+        os._exit(4)
+
+    mailbox.on_parent_lost = parent_lost
 
     if init["role"] == "router":
         from .router import serve

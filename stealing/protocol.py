@@ -46,12 +46,16 @@ class Tag(enum.IntEnum):
 (INIT, JOB, TASKS, NOMORE, RESULTS, READY, ERROR, STATS_REQ, STATS, STOP, BYE, SPLIT,
  STOLEN, RETURN) = Tag
 
+# Not a message: what a mailbox hands its caller for a link whose peer died (Open MPI
+# with ULFM; the payload is the MPI.Exception). Never sent, so never a tag.
+LOST = -1
+
 NAMES = {t.value: t.name for t in Tag}
 
 
 def name(tag) -> str:
     """A tag's name for messages, or the number if it is no tag of ours."""
-    return NAMES.get(tag, str(tag))
+    return "LOST" if tag == LOST else NAMES.get(tag, str(tag))
 
 
 class Job(NamedTuple):
@@ -123,8 +127,11 @@ class Ready(NamedTuple):
 
 
 class Failure(NamedTuple):
-    """ERROR: a task raised (or a leaf cannot start): the error the root raises."""
+    """ERROR: a task raised (or a leaf cannot start): the error the root raises.
+    ``payload``: the task's payload when a router reports it (a task that killed its
+    leaf too often): the root, which can read it, names the call."""
     error: TaskError    # the call, the process, the remote traceback, the exception
+    payload: bytes | None = None
 
 
 class Stats(NamedTuple):
@@ -149,6 +156,8 @@ INIT_KEYS = {
     "gpu_simulate": "GPU leaves use numba's CUDA simulator",
     "prefetch": "a leaf asks for more when half of its batch is left",
     "executor": "'module:name' of the task executor a leaf loads",
+    "fault_tolerant": "one link per child, which survives the child's death (ULFM)",
+    "max_attempts": "processes a task may lose before the run fails",
     # from the root
     "params": "StealParams fields: branches, min_procs, tasks_per_leaf, steal_factor",
     "sys_path": "the root's sys.path, put in front of the child's",

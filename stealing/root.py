@@ -47,7 +47,10 @@ class Root(Node):
             self.startup_end = self.last_ready
 
     def on_error(self, msg) -> None:
-        self.errors.append(msg.error)
+        err = msg.error
+        if msg.payload is not None and self.name_call is not None:
+            err = self.name_call(msg.payload, err)
+        self.errors.append(err)
 
     def on_stats_done(self) -> None:
         self.stats_done = True
@@ -102,6 +105,7 @@ class RootScheduler:
         node.shm = set()                   # MPICH segments of the tree on this host
         node.leaf_slots = len(self.plan.leaves())
         node.stats_done = False
+        node.name_call = self._name_call
         self.node = node
         node.before_spawn = self._check_lost_now
         node.spawn_children(self.plan.to_dict())
@@ -234,12 +238,22 @@ class RootScheduler:
             raise node.errors[0]
         return True
 
+    def _name_call(self, payload: bytes, err):
+        """``err`` (a ``LostProcessError`` a node reported) naming the task's call,
+        which only the root can read from its payload."""
+        from .errors import LostProcessError
+        call = self.executor.task_failure(payload, err, "", err.where).task
+        return LostProcessError(err.role, err.pid, err.host, err.how, err.exit_code,
+                                err.signal, task=call)
+
     def check_lost(self) -> None:
         """Raise ``LostProcessError`` if a monitor recorded a lost process (at most every
         ``LOST_CHECK_S``): the earliest record is the process that died first; the
-        others are MPI's clean-up of the job after it."""
+        others are MPI's clean-up of the job after it. Under fault tolerance a lost
+        process is its parent's business (``Node.lose_child``): nothing is raised."""
         now = time.monotonic()
-        if now < self._next_check or self.run_dir is None:
+        if now < self._next_check or self.run_dir is None or \
+                self.settings.get("fault_tolerant"):
             return
         self._next_check = now + LOST_CHECK_S
         records = read_lost_records(self.run_dir)
@@ -321,6 +335,8 @@ class RootScheduler:
                         pids.extend(msg.pids)
                     elif tag == P.READY:
                         pids.extend(p.pid for p in msg.processes)
+                    elif tag == P.LOST:
+                        node.lose_child(node.child_of(node.comms[index], source), msg)
             clean = node.stopping == 0
             if clean:
                 node.finish_stop()

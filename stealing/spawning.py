@@ -31,10 +31,13 @@ def child_command(run_dir: str | None = None) -> tuple[str, list[str]]:
     return sys.executable, args
 
 
-def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None):
+def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None,
+          watch_losses: bool = True):
     """Spawn ``count`` dac processes; returns the intercommunicator to them.
 
     ``host`` (a name the caller validated beforehand) goes into the ``host`` info key.
+    ``watch_losses``: a process lost meanwhile means this spawn cannot return (MPICH);
+    under fault tolerance it does not.
     """
     from .mpi import after_spawn, check_usable
     if count < 1:
@@ -46,7 +49,7 @@ def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None):
         info.Set("host", host)
     info.Set("wdir", os.getcwd())
     errcodes = []
-    deadline = _Deadline(count, host, run_dir)
+    deadline = _Deadline(count, host, run_dir if watch_losses else None)
     try:
         comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
                                    root=0, errcodes=errcodes)

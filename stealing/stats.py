@@ -24,7 +24,9 @@ import socket
 import time
 
 TOTAL_KEYS = ("spawns", "batches", "steals_local", "steals_remote", "steals_after_remote",
-              "steals_split", "steals_failed", "split_tasks", "split_given")
+              "steals_split", "steals_failed", "split_tasks", "split_given",
+              "leaves_lost", "routers_lost", "tasks_redone", "results_dropped",
+              "leaves_added")
 
 
 def new_record(role: str, cluster: str = "local") -> dict:

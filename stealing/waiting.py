@@ -8,6 +8,11 @@ per ``max_sleep`` (about 0.5% of a core), so a steal is answered within a few ms
 Sends are non-blocking (``isend``) and completed by the same loop, so two processes
 sending large messages to each other never deadlock.
 
+A link whose peer died (Open MPI with ULFM, ``MPI.ERRORS_RETURN`` on the link) fails
+every operation with ``MPI_ERR_PROC_FAILED``: the mailbox stops using it and hands the
+caller a ``LOST`` pseudo-message for it (``protocol.LOST``, never sent); a lost link to
+the parent calls ``on_parent_lost`` instead, which ends the process.
+
 A process with a doorbell (``stealing.bell``) spends its sleeps in ``select`` on it:
 a message whose sender rang wakes it within microseconds instead of at the next probe.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 import time
 
 from .bell import ring
+from .protocol import LOST
 
 MIN_SLEEP = 20e-6
 MAX_SLEEP = 1e-3        # while work is under way: a steal waits at most ~1 ms
@@ -40,6 +46,8 @@ class Mailbox:
         self._links = {}        # id(comm) -> "up" or the number of its rank 0 child
         self.bell = None        # this process's stealing.bell.Bell, or None
         self._ring_to = {}      # (id(comm), rank) -> bell name of a process to ring
+        self._failed = {}       # id(comm) -> (comm, MPI.Exception): links found dead
+        self.on_parent_lost = None  # called when the link named "up" fails
 
     def name_link(self, comm, first) -> None:
         """Name ``comm`` in the trace: ``"up"``, or its rank 0 child's number."""
@@ -70,22 +78,50 @@ class Mailbox:
     def send(self, comm, obj, dest: int, tag: int) -> None:
         if self.trace is not None:
             self.trace.message("send", self._link(comm, dest), tag, obj)
-        req = comm.isend(obj, dest=dest, tag=tag)
-        name = self._ring_to.get((id(comm), dest)) if self._ring_to else None
-        if not req.Test():
-            self._pending.append((req, name))
+        if self._failed and id(comm) in self._failed:
+            return                  # a dead peer: what it would get is given again
+        try:
+            req = comm.isend(obj, dest=dest, tag=tag)
+            name = self._ring_to.get((id(comm), dest)) if self._ring_to else None
+            if not req.Test():
+                self._pending.append((req, name, comm))
+        except self.MPI.Exception as exc:
+            self._fail(comm, exc)
+            return
         if name is not None:
             ring(name)
 
     def progress(self) -> None:
         if self._pending:
             left = []
-            for req, name in self._pending:
-                if not req.Test():
-                    left.append((req, name))
-                elif name is not None:
+            for req, name, comm in self._pending:
+                try:
+                    if not req.Test():
+                        left.append((req, name, comm))
+                        continue
+                except self.MPI.Exception as exc:
+                    self._fail(comm, exc)
+                    continue
+                if name is not None:
                     ring(name)      # it may have reached the receiver only now
             self._pending = left
+
+    def _fail(self, comm, exc) -> None:
+        """``comm``'s peer is dead: nothing more is sent on it or read from it."""
+        if id(comm) in self._failed:
+            return
+        self._failed[id(comm)] = (comm, exc)
+        self._pending = [p for p in self._pending if p[2] is not comm]
+        if self._links.get(id(comm)) == "up" and self.on_parent_lost is not None:
+            self.on_parent_lost(exc)
+
+    def forget(self, comm) -> None:
+        """The caller dropped ``comm`` (its peer was lost): forget what was kept of it."""
+        self._failed.pop(id(comm), None)
+        self._pending = [p for p in self._pending if p[2] is not comm]
+        self._held = [h for h in self._held if h[1] is not comm]
+        self._delays = [(c, d) for c, d in self._delays if c is not comm]
+        self._ring_to = {k: v for k, v in self._ring_to.items() if k[0] != id(comm)}
 
     def flush(self, timeout: float | None = None) -> bool:
         """Complete every pending send; False if ``timeout`` passed first."""
@@ -114,11 +150,17 @@ class Mailbox:
         for i, comm in enumerate(comms):
             if comm is None:
                 continue
+            if self._failed and id(comm) in self._failed:
+                return i, 0, LOST, self._failed[id(comm)][1]
             while True:
-                msg = comm.improbe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG, status)
-                if msg is None:
-                    break
-                got = (status.Get_source(), status.Get_tag(), msg.recv())
+                try:
+                    msg = comm.improbe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG, status)
+                    if msg is None:
+                        break
+                    got = (status.Get_source(), status.Get_tag(), msg.recv())
+                except self.MPI.Exception as exc:
+                    self._fail(comm, exc)
+                    return i, 0, LOST, exc
                 delay = self._delay_of(comm) if self._delays else 0.0
                 if not delay:
                     return (i,) + got

@@ -1,0 +1,81 @@
+"""A run that loses a process on the way, started by ``dac run --fault-tolerant``.
+
+    dac run --fault-tolerant lose_run.py PROGRAM PROCS LEAF_MODE KILL [MARK]
+
+PROGRAM: ``queens`` (N-Queens 12, Python leaves), ``fib`` (fib 28, a spawn per call),
+``nested`` (a binary tree of 9 levels of 5 ms naps, every spawn stealable), ``once``
+(16 tasks of 40 ms; the first attempt of task 5 kills its own process with SIGKILL,
+writing its pid to MARK first). KILL: ``none``, or the role of a process the script
+SIGKILLs from a thread 0.6 s into the run (``leaf`` or ``router``, the first one
+READY). The last stdout line is JSON: the value, the expected value, the pid killed and
+the statistics.
+"""
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+
+import dac  # noqa: E402
+from nested_programs import sleep_tree  # noqa: E402
+from programs import fib, plain_fib, queens  # noqa: E402
+
+
+@dac.spawn(depth=1)
+def once(i, mark):
+    if i == 5 and mark and not os.path.exists(mark):
+        with open(mark, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.04)
+    return i
+
+
+@dac.spawn
+def once_all(n, mark):
+    return sum(dac.sync(*[once(i, mark) for i in range(n)]))
+
+
+PROGRAMS = {
+    "queens": (queens, (12, 0, 0, 0), 14200),
+    "fib": (fib, (28,), plain_fib(28)),
+    "nested": (sleep_tree, (9, 5.0), 2 ** 9),
+}
+
+
+def main():
+    program, procs, mode, kill = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    mark = sys.argv[5] if len(sys.argv) > 5 else ""
+    if program == "once":
+        fn, args, expected = once_all, (16, mark), sum(range(16))
+    else:
+        fn, args, expected = PROGRAMS[program]
+    rt = dac.Runtime(procs=procs, leaf_mode=mode)
+    rt.start()
+    killed = []
+
+    def killer():
+        time.sleep(0.6)
+        pids = [p["pid"] for p in rt.scheduler.processes() if p["role"] == kill]
+        if pids:
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    if kill != "none":
+        threading.Thread(target=killer, daemon=True).start()
+    report = rt.run_report(fn, *args)
+    rt.close()
+    stats = {k: v for k, v in report.stats.items() if k != "processes"}
+    print(json.dumps({"value": report.result, "expected": expected, "killed": killed,
+                      "elapsed_s": report.elapsed_s, "stats": stats,
+                      "processes": report.stats["processes"]}))
+
+
+if __name__ == "__main__":
+    main()
