@@ -54,8 +54,8 @@ TOPOLOGY_EXAMPLES = """examples:
 
 
 # how ``dac run --fault-tolerant`` starts itself again under Open MPI's launcher
-_BOOT = ("import sys; sys.path.insert(0, {!r}); from launcher.cli import main; "
-         "sys.exit(main(sys.argv[1:]))").format(
+_BOOT = ("import sys; sys.path.insert(0, {!r}); from launcher.cli import ulfm_main; "
+         "ulfm_main(sys.argv[1:])").format(
              os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -101,9 +101,9 @@ def _cmd_run(args) -> int:
     if args.fault_tolerant:
         from stealing.mpi import ulfm_active
         if not ulfm_active():
-            from launcher.ulfm import OpenMPIMissing, reexec_under_ulfm
+            from launcher.ulfm import OpenMPIMissing, run_under_ulfm
             try:
-                reexec_under_ulfm([sys.executable, "-c", _BOOT] + args.argv)
+                return run_under_ulfm([sys.executable, "-c", _BOOT] + args.argv)
             except OpenMPIMissing as exc:
                 return _fail(f"run: {exc}")
         rt.defaults["fault_tolerant"] = True
@@ -351,6 +351,25 @@ def main(argv=None) -> int:
         return args.func(args)
     except TopologyError as exc:
         return _fail(str(exc))
+
+
+def ulfm_main(argv) -> None:
+    """``main`` as the root of a fault-tolerant run: its exit status goes to
+    ``launcher.ulfm.run_under_ulfm`` (Open MPI's launcher would report a lost
+    process's instead)."""
+    from launcher.ulfm import report_exit
+    code = 1
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    finally:
+        report_exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -67,11 +67,49 @@ def ulfm_command(prefix: str, argv: list) -> list:
             "--oversubscribe", *argv]
 
 
-def reexec_under_ulfm(argv: list) -> None:
-    """Replace this process by ``argv`` started under Open MPI with ULFM (does not
-    return; raises ``OpenMPIMissing`` when there is no Open MPI)."""
+def run_under_ulfm(argv: list) -> int:
+    """Run ``argv`` (a ``dac run`` of the root) under Open MPI with ULFM and return
+    the root's exit status (raises ``OpenMPIMissing`` when there is no Open MPI).
+
+    Open MPI's launcher exits with the status of a process of the job that died (137
+    after a leaf lost to SIGKILL, even when the run survived it), so the root writes
+    its own status to a file (``DAC_EXIT_FILE``) and that is what counts. This process
+    waits meanwhile (Ctrl-C reaches the root through the terminal; SIGTERM is passed
+    on); if the root could not say, the launcher's status is returned."""
+    import signal
+    import subprocess
+    import tempfile
     prefix = find_openmpi()
-    cmd = ulfm_command(prefix, argv)
+    env = ulfm_env(prefix)
+    fd, exit_file = tempfile.mkstemp(prefix="dac-exit-")
+    os.close(fd)
+    env["DAC_EXIT_FILE"] = exit_file
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(cmd[0], cmd, ulfm_env(prefix))
+    proc = subprocess.Popen(ulfm_command(prefix, argv), env=env)
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    try:
+        code = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+        try:
+            with open(exit_file) as f:
+                said = f.read().strip()
+            os.unlink(exit_file)
+        except OSError:
+            said = ""
+    return int(said) if said.lstrip("-").isdigit() else code
+
+
+def report_exit(code: int) -> None:
+    """In the root of a fault-tolerant run: leave the exit status for
+    ``run_under_ulfm``."""
+    path = os.environ.get("DAC_EXIT_FILE")
+    if path:
+        try:
+            with open(path, "w") as f:
+                f.write(str(code))
+        except OSError:
+            pass

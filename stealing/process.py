@@ -30,8 +30,9 @@ import time
 from .losses import lost_record_path, note_shm
 from .procs import alive
 
-# the child's status, shared with the monitor: current task id, finished flag, role
-_STATUS = struct.Struct("<qBB")
+# the child's status, shared with the monitor: current task id, finished flag, role,
+# the root's pid when the root runs on this host (else 0)
+_STATUS = struct.Struct("<qBBi")
 ROLES = {0: "process", 1: "router", 2: "leaf"}
 
 
@@ -44,7 +45,7 @@ class Status:
 
     def __init__(self):
         self.buf = mmap.mmap(-1, self.SIZE)         # shared (MAP_SHARED) across fork
-        _STATUS.pack_into(self.buf, 0, -1, 0, 0)
+        _STATUS.pack_into(self.buf, 0, -1, 0, 0, 0)
 
     def shm(self, names) -> None:
         data = "\0".join(names).encode()[: self.SIZE - _STATUS.size - 1]
@@ -65,24 +66,49 @@ class Status:
     def role(self, role: str) -> None:
         self.buf[9] = 1 if role == "router" else 2
 
+    def root(self, pid: int) -> None:
+        """The root runs on this host as ``pid``: the monitor ends the child if it dies."""
+        struct.pack_into("<i", self.buf, 10, pid)
+
     def finished(self) -> None:
         self.buf[8] = 1
 
     def read(self):
-        return _STATUS.unpack_from(self.buf, 0)
+        return _STATUS.unpack_from(self.buf, 0)[:3]
+
+    @property
+    def root_pid(self) -> int:
+        return struct.unpack_from("<i", self.buf, 10)[0]
+
+
+ROOT_CHECK_S = 0.5      # how often a monitor looks whether the root still lives
 
 
 def _monitor(child: int, status: Status, run_dir: str | None) -> None:
-    """Wait for the child; record a loss; exit as the child did."""
+    """Wait for the child; record a loss; exit as the child did.
+
+    If the root (on this host) dies first, the child is ended: a child in the middle
+    of a long task polls no link and would run it to the end (under Open MPI's ULFM
+    nothing else ends it), and nothing of a run may outlive its root by more than a
+    moment. That is no loss to record: the run is over."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    ended_it = False
     while True:
         try:
-            _, raw = os.waitpid(child, 0)
-            break
+            pid, raw = os.waitpid(child, os.WNOHANG)
         except InterruptedError:
             continue
         except ChildProcessError:
             os._exit(1)
+        if pid:
+            break
+        root = status.root_pid
+        if root and not ended_it and not alive(root):
+            status.finished()
+            ended_it = True
+            os.kill(child, signal.SIGKILL)
+        signal.sigtimedwait({signal.SIGCHLD}, ROOT_CHECK_S)
     code = os.waitstatus_to_exitcode(raw)
     tid, finished, role = status.read()
     if not finished:
@@ -154,6 +180,8 @@ def _work(status: Status, run_dir: str | None, started: float) -> None:
     note_shm(run_dir, init["shm"])
     init["status"] = status
     status.role(init["role"])
+    if init.get("root_pid") and init.get("root_host") == socket.gethostname():
+        status.root(init["root_pid"])
     mailbox.trace = open_trace("/".join([init["role"], *map(str, init.get("path", ()))]))
     mailbox.name_link(parent, "up")
     root_pid, root_host = init.get("root_pid"), init.get("root_host")

@@ -2,12 +2,12 @@
 
     dac run --fault-tolerant lose_run.py PROGRAM PROCS LEAF_MODE KILL [MARK]
 
-PROGRAM: ``queens`` (N-Queens 12, Python leaves), ``fib`` (fib 28, a spawn per call),
+PROGRAM: ``queens`` (N-Queens 13, Python leaves), ``fib`` (fib 28, a spawn per call),
 ``nested`` (a binary tree of 9 levels of 5 ms naps, every spawn stealable), ``once``
 (16 tasks of 40 ms; the first attempt of task 5 kills its own process with SIGKILL,
 writing its pid to MARK first). KILL: ``none``, or the role of a process the script
-SIGKILLs from a thread 0.6 s into the run (``leaf`` or ``router``, the first one
-READY). The last stdout line is JSON: the value, the expected value, the pid killed and
+SIGKILLs from a thread 0.6 s into the run (``leaf`` or ``router``, the newest one
+that is alive). The last stdout line is JSON: the value, the expected value, the pid killed and
 the statistics.
 """
 
@@ -43,7 +43,7 @@ def once_all(n, mark):
 
 
 PROGRAMS = {
-    "queens": (queens, (12, 0, 0, 0), 14200),
+    "queens": (queens, (13, 0, 0, 0), 73712),
     "fib": (fib, (28,), plain_fib(28)),
     "nested": (sleep_tree, (9, 5.0), 2 ** 9),
 }
@@ -62,10 +62,12 @@ def main():
 
     def killer():
         time.sleep(0.6)
-        pids = [p["pid"] for p in rt.scheduler.processes() if p["role"] == kill]
-        if pids:
-            os.kill(pids[0], signal.SIGKILL)
-            killed.append(pids[0])
+        sched = rt.scheduler
+        pids = [p["pid"] for p in (sched.processes() if sched else [])
+                if p["role"] == kill and os.path.exists(f"/proc/{p['pid']}")]
+        if pids:                # the newest: a spawn-per-batch leaf lives one batch
+            os.kill(pids[-1], signal.SIGKILL)
+            killed.append(pids[-1])
 
     if kill != "none":
         threading.Thread(target=killer, daemon=True).start()
