@@ -150,7 +150,8 @@ def launch(way, n, mode, env) -> tuple:
     cmd = [sys.executable, os.path.abspath(__file__), "--way", way, "--board", str(n),
            "--mode", mode]
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=900)
     seconds = time.perf_counter() - t0
     if res.returncode != 0:
         raise RuntimeError(f"{way} N={n} {mode} failed ({res.returncode}):\n"
@@ -162,8 +163,18 @@ def environments(folder: str) -> tuple:
     base = dict(os.environ, DAC_TREE_DIR=folder, DAC_ATTACH="0")
     base["PYTHONPATH"] = os.pathsep.join([ROOT] + ([base["PYTHONPATH"]]
                                                    if base.get("PYTHONPATH") else []))
-    bindir = os.path.dirname(sys.executable)          # mpiexec of the MPI wheel
-    base["PATH"] = bindir + os.pathsep + base.get("PATH", "")
+    # mpi4py.futures in an MPICH singleton starts `mpiexec` from PATH: MPICH's own
+    # (with Open MPI's wheel beside it, `mpiexec` is Open MPI's and the pool hangs)
+    from stealing.mpi import find_mpiexec
+    bindir = os.path.join(folder, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    mpiexec, shim = find_mpiexec(), os.path.join(bindir, "mpiexec")
+    if mpiexec and not os.path.exists(shim):
+        with open(shim, "w") as f:      # (hydra finds its proxy beside its argv[0])
+            f.write(f'#!/bin/sh\nexec "{mpiexec}" "$@"\n')
+        os.chmod(shim, 0o700)
+    base["PATH"] = os.pathsep.join([bindir, os.path.dirname(sys.executable),
+                                    base.get("PATH", "")])
     return base, dict(base, DAC_ATTACH="1")
 
 

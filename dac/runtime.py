@@ -124,6 +124,21 @@ def _check_fault_tolerance(opts: dict) -> None:
             "dac run --fault-tolerant script.py")
 
 
+def _check_grow_host(host) -> None:
+    """A host for ``grow``: this machine or a name that resolves (MPICH ends the
+    whole job on a host it cannot reach, so it is checked first)."""
+    import socket
+    from stealing.spawning import is_this_machine
+    if not isinstance(host, str) or not host:
+        raise ValueError(f"grow: host must be a host name, got {host!r}")
+    if is_this_machine(host):
+        return
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError as exc:
+        raise ValueError(f"grow: host {host!r} does not resolve ({exc})") from None
+
+
 def _crowding(leaves: int, opts: dict) -> str | None:
     """Why ``leaves`` leaf processes on this machine are too many (the end of a
     sentence), or None.
@@ -289,6 +304,38 @@ class Runtime:
             if sched is not None:
                 atexit.unregister(self.close)
                 sched.stop()
+
+    def grow(self, leaves: int = 1, host: str | None = None) -> None:
+        """Add ``leaves`` leaf processes to the running tree, under the root, on
+        ``host`` (default: this machine). Called during a run (from another thread),
+        they join at the root's next step and start stealing at once; between runs,
+        now. Their statistics say ``joined: "grow"`` and ``started_at``, and the
+        run's ``leaves_added`` counts them."""
+        self._change("grow", leaves, host)
+
+    def shrink(self, leaves: int = 1) -> None:
+        """Let ``leaves`` leaf processes go, the newest first, among those with a
+        link of their own (added by ``grow``, or every leaf under fault tolerance):
+        every task a leaf held is given to the others (a task it was running starts
+        again there), then it stops. ``leaves_removed`` counts them."""
+        self._change("shrink", leaves, None)
+
+    def _change(self, kind: str, count: int, host) -> None:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"{kind}: leaves must be an integer >= 1, got {count!r}")
+        if host is not None:
+            _check_grow_host(host)
+        sched = self.scheduler
+        if sched is None or not hasattr(sched, "ask_change"):
+            raise DacError(f"{kind}: the tree is not running here (call start() or "
+                           f"run first; an attached warm tree grows with `dac grow`)")
+        if lock.acquire(blocking=False):    # no run under way: change it now
+            try:
+                sched.grow(count, host) if kind == "grow" else sched.shrink(count)
+            finally:
+                lock.release()
+        else:
+            sched.ask_change(kind, count, host)
 
     def __enter__(self) -> "Runtime":
         return self.start()

@@ -84,6 +84,22 @@ def status() -> dict | None:
         return dict(info, answering=False)
 
 
+def resize(kind: str, count: int, host: str | None = None) -> dict | None:
+    """``dac grow`` / ``dac shrink``: add ``count`` leaves to the warm tree (on
+    ``host``), or let ``count`` go; returns its status after, or None when no tree is
+    up. A job under way takes the new leaves at once."""
+    info = find()
+    if info is None:
+        return None
+    sock, reply = W.call(info["socket"], W.Resize(kind, count, host), 120.0)
+    sock.close()
+    if isinstance(reply, W.Failed):
+        raise DacError(f"{kind}: {reply.error}")
+    if not isinstance(reply, W.Status):
+        raise TreeGone(f"the warm tree answered {type(reply).__name__}")
+    return reply.info
+
+
 def down(timeout: float = 30.0) -> dict | None:
     """Stop the warm tree and everything it spawned; returns its last status, or None
     when no tree was up. A server that does not answer gets SIGTERM, then SIGKILL."""

@@ -4,6 +4,7 @@
             [--fault-tolerant [--max-attempts N]] [--json] script.py [args...]
     dac up [--procs N | --topology FILE [--local]] [--leaf-mode ...] [--preload m1,m2]
     dac status [--json]
+    dac grow N [--host HOST] | dac shrink N
     dac down
     dac topology check FILE [--local]
     dac topology show FILE [--json] [--local]
@@ -42,6 +43,8 @@ WARM_EXAMPLES = """examples:
   dac up --procs 4 --preload numba,numpy
   python examples/nqueens.py 14            # attaches to the warm tree
   dac status
+  dac grow 2                               # two more leaves, a run under way too
+  dac shrink 2
   dac down
 """
 TOPOLOGY_EXAMPLES = """examples:
@@ -210,6 +213,24 @@ def _cmd_down(args) -> int:
     return 0
 
 
+def _cmd_resize(args) -> int:
+    from dac import warm
+    from dac.errors import DacError
+    kind = args.command
+    if args.leaves < 1:
+        return _fail(f"{kind}: the number of leaves must be >= 1, got {args.leaves}")
+    try:
+        info = warm.resize(kind, args.leaves, getattr(args, "host", None))
+    except (DacError, OSError, EOFError) as exc:
+        return _fail(f"{kind}: {exc}")
+    if info is None:
+        print("dac: no warm tree is up (`dac up` starts one)")
+        return 1
+    leaves = sum(1 for p in info["processes"] if p["role"] == "leaf")
+    print(f"dac: warm tree pid {info['pid']} has {leaves} leaves now")
+    return 0
+
+
 def _load(args):
     from launcher.topology import check_hosts, load_topology
     topo = load_topology(args.file)
@@ -312,6 +333,16 @@ def build_parser() -> argparse.ArgumentParser:
     down = sub.add_parser("down", help="stop the warm tree and everything it spawned",
                           epilog=WARM_EXAMPLES, formatter_class=fmt)
     down.set_defaults(func=_cmd_down)
+    grow = sub.add_parser("grow", help="add leaves to the warm tree (a run under way "
+                          "takes them at once)", epilog=WARM_EXAMPLES, formatter_class=fmt)
+    grow.add_argument("leaves", type=int, help="how many leaves to add")
+    grow.add_argument("--host", help="host to start them on (default: this machine)")
+    grow.set_defaults(func=_cmd_resize)
+    shrink = sub.add_parser("shrink", help="let leaves of the warm tree go (their work "
+                            "goes to the others)", epilog=WARM_EXAMPLES,
+                            formatter_class=fmt)
+    shrink.add_argument("leaves", type=int, help="how many leaves to let go")
+    shrink.set_defaults(func=_cmd_resize)
 
     topo = sub.add_parser("topology", help="check, show or make topology files",
                           description="Check, show or make topology files.",

@@ -90,6 +90,8 @@ class Leaf:
         if init.get("latency_ms"):
             mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
         self.meter = Meter("leaf", init.get("cluster", "local"))
+        if init.get("joined"):
+            self.meter.keep(joined=init["joined"])
         self.tasks_per_leaf = init["params"]["tasks_per_leaf"]
         self.start_init = {k: init.get(k) for k in ("marks", "spawned_at")}
         self.imported = None               # time its executor and preload were in
@@ -202,7 +204,8 @@ class Leaf:
         if not self.ready_sent:
             self.ready_sent = True
             self.meter.keep(startup=startup_steps(self.start_init, time.time(),
-                                                  self.imported))
+                                                  self.imported),
+                            started_at=round(time.time(), 3))
             rec = self.meter.record
             self.send(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "leaf",
                                                   time.time(), self.shm)]))

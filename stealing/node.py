@@ -26,7 +26,7 @@ class Child:
     """A node's link to one child; its accounting is ``policy.children[index]``."""
 
     __slots__ = ("comm", "rank", "role", "index", "pids", "spec", "seq", "stats_due",
-                 "host")
+                 "host", "leaving")
 
     def __init__(self, comm, rank, role, index, spec=None):
         self.comm, self.rank, self.role = comm, rank, role
@@ -36,6 +36,7 @@ class Child:
         self.seq = 0            # number of its latest request (answers carry it)
         self.stats_due = False  # it owes this job's STATS
         self.host = None        # its host, once it said READY
+        self.leaving = False    # told to stop by shrink: only its BYE is read
 
 
 class Node:
@@ -63,6 +64,8 @@ class Node:
         self.max_attempts = int(config.get("max_attempts", 2))
         self.attempts: dict = {}        # task id -> processes lost while it ran there
         self.gone: list = []            # records of children lost (or left) this job
+        self._at_stats = None           # counters when the job's statistics were asked
+        self.departed: set = set()      # pids of processes lost or let go
 
     # building the subtree ------------------------------------------------------
     def spawn_children(self, plan: dict) -> None:
@@ -163,6 +166,10 @@ class Node:
         if tag == P.LOST:
             self.lose_child(child, msg)
             return
+        if child.leaving:                   # its work was given to the others
+            if tag == P.BYE:
+                self._part(child)
+            return
         if tag == P.RESULTS:
             if msg.want:
                 child.seq = msg.seq
@@ -214,6 +221,7 @@ class Node:
         except Exception:                                   # noqa: BLE001
             pass
         child.comm = None
+        self.departed.update(child.pids)
         record = self.loss_record(child)
         tasks, actions = self.policy.lose_child(child.index)
         self.gone.append(_gone_record(child, record))
@@ -284,33 +292,73 @@ class Node:
         """Spawn a new process in a lost child's place (a new child number: results
         still on their way to the old one's address are dropped); if its host cannot
         take one any more, the others share the work."""
-        kid = old.spec
         try:
-            self.before_spawn()
-            began = time.time()
-            comm = self._spawn(1, kid.get("host"))
+            self.join(dict(old.spec, joined="replace"))
         except Exception as exc:                            # noqa: BLE001
             import sys
-            print(f"dac: no new {old.role} on {kid.get('host') or 'this machine'} in "
-                  f"place of a lost one ({exc}); the others take its work",
+            print(f"dac: no new {old.role} on {old.spec.get('host') or 'this machine'} "
+                  f"in place of a lost one ({exc}); the others take its work",
                   file=sys.stderr)
-            return
-        self.meter.record["spawns"] += 1
-        self.join(comm, kid, began)
 
-    def join(self, comm, kid: dict, began: float) -> Child:
-        """A process spawned while the tree runs joins it: INIT, the job's
-        functions, and a share of the work at once."""
+    def join(self, kid: dict) -> Child:
+        """Spawn a process for plan node ``kid`` while the tree runs: it gets INIT,
+        the job's functions, and its share of the work at once (or a split of a busy
+        child's, when the pool is empty)."""
+        self.before_spawn()
+        began = time.time()
+        comm = self._spawn(1, kid.get("host"))
+        self.meter.record["spawns"] += 1
         self.comms.append(comm)
         index = self.policy.join_child(kid["role"], kid["procs"], kid["tasks"])
         child = Child(comm, 0, kid["role"], index, kid)
         self.children.append(child)
         self.mailbox.name_link(comm, index)
-        self._introduce(comm, 0, kid, spawned_at=began, index=index)
+        self._introduce(comm, 0, kid, spawned_at=began, index=index,
+                        joined=kid.get("joined", ""))
         if self.job is not None:
             self.send(comm, 0, P.JOB, self.job)
         self.apply(self.policy.distribute())
         return child
+
+    def grow(self, count: int, host=None, cluster: str = "local") -> list:
+        """Add ``count`` leaves under this node while the tree runs (``Runtime.grow``):
+        each is spawned on ``host`` (None: this machine) with a link of its own."""
+        added = []
+        for _ in range(count):
+            kid = {"role": "leaf", "procs": 1, "tasks": self.params.tasks_per_leaf,
+                   "host": host, "cluster": cluster, "joined": "grow"}
+            added.append(self.join(kid))
+            self.meter.record["leaves_added"] = \
+                self.meter.record.get("leaves_added", 0) + 1
+        return added
+
+    def shrink(self, count: int) -> list:
+        """Let ``count`` leaves go (``Runtime.shrink``), the newest first, among those
+        with a link of their own: each is told to stop, and every task it held is
+        given to the others at once (a task it was running starts again elsewhere)."""
+        going = []
+        for child in reversed(self.children):
+            if len(going) == count:
+                break
+            if child.role == "leaf" and child.comm is not None and not child.leaving \
+                    and sum(c.comm is child.comm for c in self.children) == 1:
+                going.append(child)
+        for child in going:
+            _tasks, actions = self.policy.lose_child(child.index, left=True)
+            child.leaving = True
+            self.departed.update(child.pids)
+            self.gone.append(_gone_record(child, None, left=True))
+            self.send(child.comm, 0, P.STOP, None)
+            self.apply(actions)
+        return going
+
+    def _part(self, child: Child) -> None:
+        """A leaf that was let go said BYE: its link is closed (it has one of its own)."""
+        comm, child.comm = child.comm, None
+        self.mailbox.flush(timeout=10)
+        self.mailbox.forget(comm)
+        self.comms.remove(comm)
+        comm.Disconnect()
 
     # hooks the root and the router fill in
     def take_results(self, results) -> None:
@@ -392,9 +440,7 @@ class Node:
         """Forward the job's functions; counters restart, except on the first job, which
         also pays for building the tree (its spawns and CPU count there)."""
         if self.job is not None and self.job.job_id != job.job_id:
-            self.meter.reset()
-            self.policy.reset_counters()
-            self.gone = []
+            self._new_job_counters()
         table = dict(self.job.functions) if self.job is not None else {}
         table.update(job.functions)   # a job message carries only the functions not
         self.job = P.Job(job.job_id, table, job.env)  # sent before; a new process needs all
@@ -403,9 +449,25 @@ class Node:
             if c.comm is not None:
                 self.send(c.comm, c.rank, P.JOB, job)
 
+    def _new_job_counters(self) -> None:
+        """Counters restart for a new job; leaves lost, added or let go since the
+        last job's statistics count in this one."""
+        losses, added, gone = self._at_stats or ({}, 0, len(self.gone))
+        since = {k: v - losses.get(k, 0) for k, v in self.policy.losses.items()}
+        since_added = self.meter.record.get("leaves_added", 0) - added
+        self.meter.reset()
+        self.policy.reset_counters()
+        self.policy.losses.update(since)
+        if since_added:
+            self.meter.record["leaves_added"] = since_added
+        self.gone = self.gone[gone:]
+        self._at_stats = None
+
     def request_stats(self) -> None:
+        self._at_stats = (dict(self.policy.losses),
+                          self.meter.record.get("leaves_added", 0), len(self.gone))
         self.apply(self.policy.end_job())
-        live = [c for c in self.children if c.comm is not None]
+        live = [c for c in self.children if c.comm is not None and not c.leaving]
         self.stats_wait = [len(live), []]
         for c in live:
             c.stats_due = True
@@ -424,11 +486,28 @@ class Node:
         return records
 
     def begin_stop(self) -> None:
+        for c in self.children:
+            if c.leaving and c.comm is not None:
+                self._part_at_stop(c)
         live = [c for c in self.children if c.comm is not None]
         self.policy.stop()
         self.stopping = len(live)
         for c in live:
             self.send(c.comm, c.rank, P.STOP, None)
+
+    def _part_at_stop(self, child: Child) -> None:
+        """A leaf let go whose BYE has not come yet: wait for it (it answers STOP
+        between two of its tasks), so its link closes before the tree's."""
+        end = time.monotonic() + 10
+        while child.comm is not None and time.monotonic() < end:
+            got = self.mailbox.wait([child.comm], timeout=0.2)
+            if got is not None and got[2] in (P.BYE, P.LOST):
+                if got[2] == P.BYE:
+                    self._part(child)
+                else:
+                    self.mailbox.forget(child.comm)
+                    self.comms.remove(child.comm)
+                    child.comm = None
 
     def finish_stop(self) -> None:
         self.mailbox.flush(timeout=10)
@@ -440,14 +519,16 @@ class Node:
         return [os.getpid()] + [p for c in self.children for p in c.pids]
 
 
-def _gone_record(child: Child, record: dict | None) -> dict:
-    """The statistics record of a lost child: what is known of it."""
+def _gone_record(child: Child, record: dict | None, left: bool = False) -> dict:
+    """The statistics record of a lost child (or one that ``left``): what is known
+    of it."""
     from .stats import new_record
     rec = new_record(child.role if child.role != "slot" else "leaf",
                      child.spec.get("cluster", "local"))
     rec.update(pid=record["pid"] if record else (child.pids[0] if child.pids else 0),
                host=record["host"] if record else (child.host or "?"),
-               lost=True, ended_at=round(record["time"] if record else time.time(), 3))
+               ended_at=round(record["time"] if record else time.time(), 3))
+    rec["left" if left else "lost"] = True
     if record:
         rec["exit"] = record["code"]
     return rec

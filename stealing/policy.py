@@ -47,7 +47,8 @@ DRY_S = 0.01    # a child that had nothing to split off is asked again after thi
 
 STEAL_COUNTERS = ("steals_local", "steals_remote", "steals_after_remote", "steals_split",
                   "steals_failed")
-LOSS_COUNTERS = ("leaves_lost", "routers_lost", "tasks_redone", "results_dropped")
+LOSS_COUNTERS = ("leaves_lost", "routers_lost", "leaves_removed", "tasks_redone",
+                 "results_dropped")
 
 
 @dataclass(frozen=True)
@@ -335,8 +336,9 @@ class StealPolicy:
         self.child_returned(k, self._counted(k, results))
         return self.route(results)
 
-    def lose_child(self, k: int) -> list:
-        """Child ``k`` died (or left): every task it held is put back at the head of
+    def lose_child(self, k: int, left: bool = False) -> list:
+        """Child ``k`` died (or ``left``: told to stop by ``shrink``): every task it
+        held is put back at the head of
         the pool and given out again (``tasks_redone``); it gets nothing more. Its
         results still on their way are lost with it, and results routed to it later
         (of work split off it) are dropped (``route``). Returns the tasks redone
@@ -348,7 +350,8 @@ class StealPolicy:
         c.clear_want()
         c.split_pending = False
         c.lost = True
-        self.losses["routers_lost" if c.role == "router" else "leaves_lost"] += 1
+        self.losses["leaves_removed" if left else
+                    "routers_lost" if c.role == "router" else "leaves_lost"] += 1
         self.losses["tasks_redone"] += len(tasks)
         self.pool.extendleft(reversed(tasks))
         out = self._answered_up(k) if self.split_up else []

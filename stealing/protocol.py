@@ -178,6 +178,7 @@ INIT_KEYS = {
     "path": "the child's address: child indices from the root (owner of split work)",
     "spawned_at": "time.time() when the parent called Spawn for the child",
     "parent_host": "the parent's host name (on the same host they ring each other's bell)",
+    "joined": "why it joined a running tree: 'grow' or 'replace' ('': with the tree)",
     # added by the child itself after INIT arrived
     "shm": "its MPI shared-memory segments (own)",
     "status": "its Status shared with its monitor (own)",

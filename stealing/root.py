@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections import deque
 import socket
 import sys
 import time
@@ -73,6 +74,7 @@ class RootScheduler:
         self.lost = None                   # the record of the first lost process
         self.job_env = None                # P.Job.env: an attached script's (warm tree)
         self._next_check = 0.0
+        self._changes = deque()            # grow/shrink asked from another thread
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -139,8 +141,10 @@ class RootScheduler:
 
     def processes(self) -> list:
         """``{role, pid, host}`` of every process of the tree that said READY."""
+        node = self.node
         return [{"role": "root", "pid": os.getpid(), "host": socket.gethostname()}] + \
-            (list(self.node.processes) if self.node is not None else [])
+            ([p for p in node.processes if p["pid"] not in node.departed]
+             if node is not None else [])
 
     def begin_job(self) -> None:
         self.job_id += 1
@@ -218,9 +222,45 @@ class RootScheduler:
         rec["tasks"] += 1
         self.node.collected[tid] = blob
 
+    # a tree that grows and shrinks ---------------------------------------------
+    def grow(self, count: int, host: str | None = None) -> None:
+        """Add ``count`` leaves under the root now; their statistics say
+        ``joined: "grow"`` and when they started. Call it from the thread that drives
+        the tree (between runs), else ``ask_change``."""
+        node = self.node
+        node.grow(count, host, self.plan.cluster)
+        node.leaf_slots += count
+
+    def shrink(self, count: int) -> int:
+        """Let ``count`` leaves with links of their own go (the newest first, added
+        ones before the tree's own under fault tolerance); returns how many go."""
+        going = self.node.shrink(count)
+        self.node.leaf_slots -= len(going)
+        return len(going)
+
+    def ask_change(self, kind: str, count: int, host: str | None = None) -> None:
+        """``grow`` or ``shrink`` from another thread while a run drives the tree:
+        done at the root's next step (MPI is used by one thread at a time)."""
+        self._changes.append((kind, count, host))
+
+    def _on_idle(self) -> None:
+        self.check_lost()
+        if self._changes:
+            self._apply_changes()
+
+    def _apply_changes(self) -> None:
+        while self._changes:
+            kind, count, host = self._changes.popleft()
+            if kind == "grow":
+                self.grow(count, host)
+            else:
+                self.shrink(count)
+
     def _step(self, timeout=None) -> bool:
         node = self.node
         self.check_lost()
+        if self._changes:
+            self._apply_changes()
         retry = node.policy.retry_in()
         if timeout == 0.0:
             got = node.mailbox.poll(node.comms)
@@ -228,7 +268,7 @@ class RootScheduler:
             wait = retry if timeout is None else timeout if retry is None \
                 else min(timeout, retry)
             got = node.mailbox.wait(node.comms, timeout=wait,   # a run is under way
-                                    on_idle=self.check_lost, idle_every=LOST_CHECK_S)
+                                    on_idle=self._on_idle, idle_every=LOST_CHECK_S)
         if got is None:
             node.retry_if_due()
             return False

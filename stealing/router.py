@@ -32,7 +32,9 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     if init.get("latency_ms"):
         mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
     node.spawn_children(plan)
-    meter.keep(startup=startup_steps(init, time.time()))
+    meter.keep(startup=startup_steps(init, time.time()), started_at=round(time.time(), 3))
+    if init.get("joined"):
+        meter.keep(joined=init["joined"])
     rec = meter.record
     node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
                                              time.time(), init.get("shm", []))]))

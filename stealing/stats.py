@@ -25,8 +25,8 @@ import time
 
 TOTAL_KEYS = ("spawns", "batches", "steals_local", "steals_remote", "steals_after_remote",
               "steals_split", "steals_failed", "split_tasks", "split_given",
-              "leaves_lost", "routers_lost", "tasks_redone", "results_dropped",
-              "leaves_added")
+              "leaves_lost", "routers_lost", "leaves_removed", "tasks_redone",
+              "results_dropped", "leaves_added")
 
 
 def new_record(role: str, cluster: str = "local") -> dict:

@@ -180,6 +180,16 @@ class TreeServer:
     def _handle(self, client: _Client, msg) -> None:
         if isinstance(msg, W.StatusRequest):
             self._reply(client, W.Status(self.status()))
+        elif isinstance(msg, W.Resize):
+            try:
+                if msg.kind == "grow":
+                    self.sched.grow(msg.count, msg.host)
+                else:
+                    self.sched.shrink(msg.count)
+            except Exception as exc:                        # noqa: BLE001
+                self._reply(client, W.Failed(exc))
+                return
+            self._reply(client, W.Status(self.status()))
         elif isinstance(msg, W.Down):
             self.down_by = client
             if client in self.others:

@@ -225,6 +225,15 @@ class Down(NamedTuple):
     connection closes when everything is gone."""
 
 
+class Resize(NamedTuple):
+    """``dac grow`` (``kind`` "grow": ``count`` leaves on ``host``, None for this
+    machine) or ``dac shrink`` ("shrink"); answered by Status (or Failed), during a
+    job too: the new leaves join it."""
+    kind: str
+    count: int
+    host: str | None = None
+
+
 # messages: server -> script --------------------------------------------------------
 class Welcome(NamedTuple):
     """The tree is this script's now (``info``: what ``tree.json`` says, and more)."""

@@ -963,3 +963,69 @@ def test_a_split_voided_by_an_idle_request_still_answers_the_parent():
     assert Refuse(0) in actions and Refuse(1) in actions     # the round is over
     assert sum(isinstance(a, Yield) for a in actions) == 1
     assert policy.split_up == 0 and not policy.busy()
+
+
+# a lost child (stealing.node.Node.lose_child under Open MPI's ULFM) --------------
+def test_a_lost_leaf_s_tasks_go_back_to_the_head_of_the_pool_and_to_the_others():
+    policy = root([("leaf", 1, 2), ("leaf", 1, 2)])
+    tasks = [(i, f"t{i}".encode()) for i in range(6)]
+    assert policy.on_tasks(tasks) == [Give(0, tasks[0:2]), Give(1, tasks[2:4])]
+    mine, _ = policy.results_from(0, [(0, b"r0")])          # leaf 0 returned task 0
+    assert mine == [(0, b"r0")] and policy.children[0].held == {1: tasks[1]}
+    redone, actions = policy.lose_child(0)
+    assert redone == [tasks[1]]
+    assert list(policy.pool) == [tasks[1], tasks[4], tasks[5]]     # redone one first
+    assert actions == []        # leaf 1 still holds work and asks for nothing yet
+    assert policy.losses == {"leaves_lost": 1, "routers_lost": 0, "leaves_removed": 0,
+                             "tasks_redone": 1, "results_dropped": 0}
+    assert policy.children[0].lost and policy.children[0].outstanding == 0
+    # leaf 1 returns its batch and asks: it is served the redone task first
+    policy.results_from(1, [(2, b"r2"), (3, b"r3")])
+    assert policy.child_wants(1, 2) == [Give(1, [tasks[1], tasks[4]])]
+    policy.begin_round()
+    assert policy.children[0].want == 0         # a lost child gets no share any more
+
+
+def test_a_second_copy_of_a_result_is_dropped():
+    policy = root([("leaf", 1, 1), ("leaf", 1, 1)])
+    policy.on_tasks([(0, b"a"), (1, b"b")])
+    mine, _ = policy.results_from(0, [(0, b"r0")])
+    assert mine == [(0, b"r0")]
+    mine, _ = policy.results_from(0, [(0, b"r0 again")])    # not held any more
+    assert mine == [] and policy.losses["results_dropped"] == 1
+    assert policy.children[0].outstanding == 0
+
+
+def test_results_for_work_split_off_a_lost_leaf_are_dropped():
+    """Leaf 0 ran a root task whose spawn leaf 1 stole; leaf 0 dies: its task is
+    redone (new spawns, new ids), and the stolen spawn's result, on its way to the dead
+    owner, is dropped instead of being routed to it."""
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
+    assert policy.on_tasks([(0, b"t0")]) == [Give(0, [(0, b"t0")]), Split(0, 5)]
+    spawn_ = (((0,), 1), b"spawn")
+    assert policy.on_split_answer(0, [spawn_]) == [Give(1, [spawn_])]
+    assert policy.children[1].held == {((0,), 1): spawn_}    # its owner is outside leaf 1
+    redone, _ = policy.lose_child(0)
+    assert redone == [(0, b"t0")]
+    mine, routes = policy.results_from(1, [(((0,), 1), b"value")])
+    assert mine == [] and routes == []
+    assert policy.losses["results_dropped"] == 1 and policy.children[1].outstanding == 0
+
+
+def test_a_lost_child_owing_the_parent_a_split_answers_it_empty():
+    policy = router(leaves=2, quota=2)
+    tasks = [(i, b"x") for i in range(4)]
+    policy.on_tasks(tasks)
+    assert policy.on_split_request(3) == [Split(0, 3), Split(1, 3)]
+    redone, actions = policy.lose_child(0)
+    assert redone == tasks[0:2]
+    # the redone tasks are in the pool: they answer the parent's split at once
+    assert actions == [Yield(tasks[0:2])]
+
+
+def test_a_joining_child_wants_its_share_at_once():
+    policy = root([("leaf", 1, 2)])
+    policy.on_tasks([(i, b"x") for i in range(5)])
+    k = policy.join_child("leaf", 1, 2)
+    assert k == 1 and policy.children[1].want == 2 and policy.children[1].idle
+    assert policy.distribute() == [Give(1, [(2, b"x"), (3, b"x")])]
