@@ -529,6 +529,8 @@ def _gone_record(child: Child, record: dict | None, left: bool = False) -> dict:
                host=record["host"] if record else (child.host or "?"),
                ended_at=round(record["time"] if record else time.time(), 3))
     rec["left" if left else "lost"] = True
+    if child.spec.get("joined"):
+        rec["joined"] = child.spec["joined"]
     if record:
         rec["exit"] = record["code"]
     return rec

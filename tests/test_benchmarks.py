@@ -6,6 +6,7 @@ import os
 import sys
 
 from proctools import finish, launch, new_tag, wait_for_no_processes
+from test_fault_tolerance import ulfm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,3 +31,25 @@ def test_peers_runs_every_way_with_the_right_count():
         assert all(r["min_s"] > 0 and r["speedup"] > 0 for r in rows)
     assert "N = 9, whole command" in out and "dac-warm" in out
     assert not os.path.exists(report["tree_folder"])       # the warm tree is down
+
+
+def test_grow_reproduces_table_6_6_in_a_quick_run():
+    code, out, err = run_benchmark("benchmarks/grow.py", "--quick", "--json")
+    assert code == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert set(report) == {"half", "grow", "all"}
+    grown = report["grow"]["runs"][0]
+    assert grown["leaves_added"] == 2 and grown["added_tasks"] >= 1
+    assert all(r["leaves_added"] == 0 for w in ("half", "all") for r in report[w]["runs"])
+    assert "Table 6.6 reproduced" in out and "grow/half" in out
+
+
+@ulfm
+def test_lost_leaf_measures_one_loss_in_a_quick_run():
+    code, out, err = run_benchmark("benchmarks/lost_leaf.py", "--quick", "--json")
+    assert code == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert [r["lost"] for r in report["clean"]] == [0]
+    assert [r["lost"] for r in report["lose one"]] == [1]
+    assert report["lose one"][0]["redone"] >= 1
+    assert "one lost leaf" in out and "extra" in out

@@ -3,10 +3,10 @@
     dac run --fault-tolerant lose_run.py PROGRAM PROCS LEAF_MODE KILL [MARK]
 
 PROGRAM: ``queens`` (N-Queens 13, Python leaves), ``fib`` (fib 28, a spawn per call),
-``nested`` (a binary tree of 9 levels of 5 ms naps, every spawn stealable), ``once``
+``nested`` (a binary tree of 10 levels of 5 ms naps, every spawn stealable), ``once``
 (16 tasks of 40 ms; the first attempt of task 5 kills its own process with SIGKILL,
 writing its pid to MARK first). KILL: ``none``, or the role of a process the script
-SIGKILLs from a thread 0.6 s into the run (``leaf`` or ``router``, the newest one
+SIGKILLs from a thread 0.4 s after one is ready (``leaf`` or ``router``, the newest one
 that is alive). The last stdout line is JSON: the value, the expected value, the pid killed and
 the statistics.
 """
@@ -45,7 +45,7 @@ def once_all(n, mark):
 PROGRAMS = {
     "queens": (queens, (13, 0, 0, 0), 73712),
     "fib": (fib, (28,), plain_fib(28)),
-    "nested": (sleep_tree, (9, 5.0), 2 ** 9),
+    "nested": (sleep_tree, (10, 5.0), 2 ** 10),
 }
 
 
@@ -60,11 +60,17 @@ def main():
     rt.start()
     killed = []
 
-    def killer():
-        time.sleep(0.6)
+    def targets():
         sched = rt.scheduler
-        pids = [p["pid"] for p in (sched.processes() if sched else [])
+        return [p["pid"] for p in (sched.processes() if sched else [])
                 if p["role"] == kill and os.path.exists(f"/proc/{p['pid']}")]
+
+    def killer():
+        end = time.monotonic() + 60
+        while not targets() and time.monotonic() < end:     # READY (a slow machine)
+            time.sleep(0.05)
+        time.sleep(0.4)
+        pids = targets()
         if pids:                # the newest: a spawn-per-batch leaf lives one batch
             os.kill(pids[-1], signal.SIGKILL)
             killed.append(pids[-1])
