@@ -21,7 +21,7 @@ class Child:
     """A node's link to one child; its accounting is ``policy.children[index]``."""
 
     __slots__ = ("comm", "rank", "role", "index", "pids", "spec", "seq", "stats_due",
-                 "host", "leaving")
+                 "host", "leaving", "wide")
 
     def __init__(self, comm, rank, role, index, spec=None):
         self.comm, self.rank, self.role = comm, rank, role
@@ -32,6 +32,7 @@ class Child:
         self.stats_due = False  # it owes this job's STATS
         self.host = None        # its host, once it said READY
         self.leaving = False    # told to stop by shrink: only its BYE is read
+        self.wide = False       # its link crosses clusters (it is in another one)
 
 
 class Membership:
@@ -149,8 +150,7 @@ class Membership:
         self.meter.record["spawns"] += 1
         self.comms.append(comm)
         index = self.policy.join_child(kid["role"], kid["procs"], kid["tasks"])
-        child = Child(comm, 0, kid["role"], index, kid)
-        self.children.append(child)
+        child = self.new_child(comm, 0, kid["role"], index, kid)
         self.mailbox.name_link(comm, index)
         self._introduce(comm, 0, kid, spawned_at=began, index=index,
                         joined=kid.get("joined", ""))

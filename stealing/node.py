@@ -84,7 +84,21 @@ class Node(Membership):
 
     def _add_child(self, comm, rank: int, role: str, procs: int, kid: dict) -> None:
         index = self.policy.add_child(role, procs, kid["tasks"])
-        self.children.append(Child(comm, rank, role, index, kid))
+        self.new_child(comm, rank, role, index, kid)
+
+    def new_child(self, comm, rank: int, role: str, index: int, kid: dict) -> Child:
+        child = Child(comm, rank, role, index, kid)
+        child.wide = kid.get("cluster", "local") != self.meter.cluster
+        self.children.append(child)
+        return child
+
+    def count_wide(self, key: str, items) -> None:
+        """``items`` (tasks or results) crossed a cluster link: count them and their
+        payload bytes (``stealing.stats``)."""
+        rec = self.meter.record
+        rec[key] += len(items)
+        rec["bytes_wide"] += sum(len(x[1]) for x in items
+                                 if type(x) is tuple and type(x[1]) is bytes)
 
     def _introduce(self, comm, rank: int, kid: dict, **extra) -> None:
         """Send a new child its INIT; a link with emulated latency is delayed here too."""
@@ -150,6 +164,12 @@ class Node(Membership):
             if tag == P.BYE:
                 self._part(child)
             return
+        if child.wide and tag in (P.RESULTS, P.STOLEN):
+            if tag == P.RESULTS:
+                self.count_wide("results_wide", msg.results)
+                self.meter.record["steals_wide"] += bool(msg.want)
+            else:
+                self.count_wide("tasks_wide", msg.tasks)
         if tag == P.RESULTS:
             if msg.want:
                 child.seq = msg.seq
@@ -241,10 +261,13 @@ class Node(Membership):
             elif isinstance(action, Route):
                 child = self.children[action.child]
                 if child.comm is not None:
+                    if child.wide:
+                        self.count_wide("results_wide", action.results)
                     self.send(child.comm, child.rank, P.RETURN,
                               P.Returned(action.results))
             elif isinstance(action, Split):
                 child = self.children[action.child]
+                self.meter.record["steals_wide"] += child.wide
                 self.send(child.comm, child.rank, P.SPLIT, P.Split(action.amount))
             elif isinstance(action, Yield):
                 self.send_up(P.STOLEN, P.Tasks(action.tasks))
@@ -255,6 +278,8 @@ class Node(Membership):
         """Send a child its tasks; an empty spawn-per-batch slot gets a new leaf first."""
         if c.role == "slot" and c.comm is None:
             self._spawn_one_shot(c)
+        if c.wide:
+            self.count_wide("tasks_wide", tasks)
         self.send(c.comm, c.rank, P.TASKS, P.Tasks(tasks, c.seq))
 
     def busy(self) -> bool:

@@ -11,6 +11,14 @@ Steal counters, counted where the request is answered or sent:
   queued tasks or the oldest spawns of its running task);
 * ``steals_failed`` — a request answered "no more".
 
+What crosses a cluster link (a parent and a child in different clusters: a cluster's
+router and the root, which is the meeting point of the clusters), counted at the
+parent: ``steals_wide`` (a child's request for work that came up such a link, or a
+split asked down one), ``tasks_wide`` (tasks sent over one, either way),
+``results_wide`` (results sent over one, either way) and ``bytes_wide`` (the bytes of
+those tasks' and results' payloads). ``steals_remote`` counts every request a router
+sent up, inside its cluster as well.
+
 So the batches leaves received = first batches (one per leaf that got work) +
 ``steals_local`` + ``steals_after_remote`` + ``steals_split``. Leaves also count
 ``split_given`` (spawns and queued tasks they handed over) and ``split_tasks`` (split
@@ -25,6 +33,7 @@ import time
 
 TOTAL_KEYS = ("spawns", "batches", "steals_local", "steals_remote", "steals_after_remote",
               "steals_split", "steals_failed", "split_tasks", "split_given",
+              "steals_wide", "tasks_wide", "results_wide", "bytes_wide",
               "leaves_lost", "routers_lost", "leaves_removed", "tasks_redone",
               "results_dropped", "leaves_added")
 
@@ -35,7 +44,8 @@ def new_record(role: str, cluster: str = "local") -> dict:
             "pid": os.getpid(), "cpu_s": 0.0, "tasks": 0, "busy_s": 0.0, "idle_s": 0.0,
             "spawns": 0, "batches": 0, "steals_local": 0, "steals_remote": 0,
             "steals_after_remote": 0, "steals_split": 0, "steals_failed": 0,
-            "split_tasks": 0, "split_given": 0}
+            "split_tasks": 0, "split_given": 0, "steals_wide": 0, "tasks_wide": 0,
+            "results_wide": 0, "bytes_wide": 0}
 
 
 class Meter:
@@ -97,6 +107,12 @@ def format_stats(stats: dict) -> str:
         f"{stats['tasks']} tasks in {stats['batches']} batches; steals: "
         f"{stats['steals_local']} local, {stats['steals_remote']} remote, "
         f"{stats.get('steals_split', 0)} split, {stats['steals_failed']} failed",
+    ]
+    if stats.get("steals_wide") or stats.get("tasks_wide"):
+        lines.append(
+            f"across clusters: {stats['steals_wide']} steals, {stats['tasks_wide']} "
+            f"tasks, {stats['results_wide']} results, {stats['bytes_wide']} bytes")
+    lines += [
         f"{'role':<7}{'cluster':<10}{'host':<16}{'pid':>8}{'tasks':>8}{'batches':>8}"
         f"{'busy s':>9}{'idle s':>9}{'cpu s':>9}",
     ]

@@ -48,6 +48,27 @@ def test_two_clusters_fifty_ms_apart(remote):
     # every result; a leaf's final request may still wait at its router then)
     assert 2 <= stats["steals_failed"] <= 4 + 2
     assert stats["processes"][0]["steals_failed"] == 2
+    # what crossed the clusters' links is counted at the root, apart from the
+    # requests routers forwarded inside their cluster (here: none, one level)
+    root = stats["processes"][0]
+    wide = ("steals_wide", "tasks_wide", "results_wide", "bytes_wide")
+    assert all(stats[k] == root[k] for k in wide)
+    assert all(p[k] == 0 for p in stats["processes"][1:] for k in wide)
+    assert stats["steals_wide"] >= 2
+    # every task comes from the root: it crosses into a cluster, its result back
+    assert stats["tasks_wide"] >= stats["tasks"] and stats["results_wide"] >= stats["tasks"]
+    assert stats["bytes_wide"] > 0
+    from stealing.stats import format_stats
+    assert f"across clusters: {stats['steals_wide']} steals" in format_stats(stats)
+
+
+def test_one_cluster_counts_nothing_across_clusters():
+    stats = dac.run_report(programs.queens, 9, 0, 0, 0, procs=4).stats
+    assert [stats[k] for k in ("steals_wide", "tasks_wide", "results_wide",
+                               "bytes_wide")] == [0, 0, 0, 0]
+    assert stats["steals_remote"] >= 1      # its routers asked the root all the same
+    from stealing.stats import format_stats
+    assert "across clusters" not in format_stats(stats)
 
 
 def test_a_delayed_link_delivers_late_and_in_order():
