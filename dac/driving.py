@@ -23,15 +23,19 @@ from .serialize import loads
 PASS_SHARE = 0.05       # the most of the root's time that passes over the top may take
 
 
-def drive(sched, exp, fn, args, kwargs, root_helps: bool, streamed: bool):
+def drive(sched, exp, fn, args, kwargs, root_helps: bool, streamed: bool,
+          progress=None):
     """Solve the job whose first pass is ``exp`` on ``sched`` (a ``RootScheduler`` with
     a job begun); returns ``(value, passes)``. ``streamed``: the first pass's tasks were
-    sent while it ran (``open_stream`` called already)."""
+    sent while it ran (``open_stream`` called already). ``progress``: a
+    ``dac.progress.Progress`` told of the tasks sent and the results taken."""
+    counts = progress or _NoProgress
     if not streamed:
         sched.open_stream()
     outstanding: dict = {}           # task id -> Task sent and not answered
     helpers = {} if root_helps else None    # what the root may run while leaves start
     helpers = _send(sched, exp.new_tasks, outstanding, helpers, sent=streamed)
+    counts.sent(len(exp.new_tasks))
     # The first pass found what it could: idle leaves may hear "no more" now; tasks
     # of later passes reach them anyway (a leaf that holds nothing is served first).
     sched.close_stream()
@@ -43,12 +47,13 @@ def drive(sched, exp, fn, args, kwargs, root_helps: bool, streamed: bool):
                            "produce (a future kept from another run, or synced in a "
                            "frame that did not spawn it)")
         wanted = {exp.tasks[p].tid for p in exp.blockers} or None
-        _take(exp, outstanding, sched.wait_results(wanted, helpers))
+        counts.took(_take(exp, outstanding, sched.wait_results(wanted, helpers)))
         # pace the passes: the top's frames run again from their start each time,
         # so a big top (thousands of frames) is re-run at most every 1 / PASS_SHARE
         # times its cost, unless every task is in (then nothing else can happen)
         while outstanding and (left := next_pass - time.perf_counter()) > 0:
-            _take(exp, outstanding, sched.wait_results(None, helpers, timeout=left))
+            counts.took(_take(exp, outstanding,
+                              sched.wait_results(None, helpers, timeout=left)))
         t0 = time.perf_counter()
         done, value = exp.run_pass(fn, args, kwargs)
         now = time.perf_counter()
@@ -57,13 +62,27 @@ def drive(sched, exp, fn, args, kwargs, root_helps: bool, streamed: bool):
         if done:
             return value, passes
         helpers = _send(sched, exp.new_tasks, outstanding, helpers)
+        counts.sent(len(exp.new_tasks))
 
 
-def _take(exp, outstanding: dict, blobs: dict) -> None:
-    """Record results that came in: the next pass reads them."""
+class _NoProgress:
+    """No line to show: counts go nowhere."""
+
+    @staticmethod
+    def sent(n: int) -> None:
+        pass
+
+    @staticmethod
+    def took(n: int) -> None:
+        pass
+
+
+def _take(exp, outstanding: dict, blobs: dict) -> int:
+    """Record results that came in (the next pass reads them); returns how many."""
     for tid, blob in blobs.items():
         task = outstanding.pop(tid)
         exp.results[task.path] = load_result(task, blob)
+    return len(blobs)
 
 
 def _send(sched, tasks, outstanding, helpers, sent=False):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from stealing.mpi import MPIBroken, lock
 
-from . import execution
+from . import execution, progress
 from .driving import drive
 from .errors import DacError, LostProcessError, TaskError
 from .expansion import choose_depth, function_table
@@ -29,7 +29,8 @@ REMOTE_MODES = ("prefetch", "blocking")
 STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
 OPTIONS = ("procs", "gpus", "gpu_simulate", "local", "depth", "leaf_mode", "prefetch",
            "remote", "batch", "batch_s", "root_helps", "preload",
-           "oversubscribe", "attach", "fault_tolerant", "max_attempts") + STEAL_KEYS
+           "oversubscribe", "attach", "fault_tolerant", "max_attempts",
+           "progress") + STEAL_KEYS
 SETTINGS = ("leaf_mode", "batch", "batch_s", "remote", "preload", "gpu_simulate",
             "fault_tolerant", "max_attempts")
 LEAVES_PER_CORE = 64    # leaves per core of this machine allowed without oversubscribe
@@ -82,6 +83,9 @@ def _check_options(options: dict) -> dict:
         if not isinstance(value, bool):
             raise TypeError(f"{flag} must be True or False, got {value!r}")
     _check_fault_tolerance(opts)
+    if opts.get("progress") is not None and not isinstance(opts["progress"], bool):
+        raise TypeError(f"progress must be True, False or None (automatic: on a "
+                        f"terminal), got {opts['progress']!r}")
     crowded = procs is not None and _crowding(procs, opts)
     if crowded:
         raise ValueError(f"procs={procs} asks for {procs} leaf processes on this "
@@ -397,9 +401,13 @@ class Runtime:
                 if streamed:
                     streamer.flush()
                     streamer.check()
-                value, passes = drive(sched, exp, fn, args, kwargs,
-                                      opts.get("root_helps",
-                                               not opts["fault_tolerant"]), streamed)
+                helps = opts.get("root_helps", not opts["fault_tolerant"])
+                if progress.wanted(opts.get("progress")):
+                    with progress.Progress(sched) as shown:
+                        value, passes = drive(sched, exp, fn, args, kwargs, helps,
+                                              streamed, shown)
+                else:
+                    value, passes = drive(sched, exp, fn, args, kwargs, helps, streamed)
                 stats_list = sched.end_job()
                 if sched.job_id == 1:
                     startup = sched.startup_s or 0.0

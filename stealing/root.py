@@ -75,6 +75,9 @@ class RootScheduler:
         self.job_env = None                # P.Job.env: an attached script's (warm tree)
         self._next_check = 0.0
         self._changes = deque()            # grow/shrink asked from another thread
+        self.view = None                   # (leaves at work, leaves, steals answered
+        #                                    here), for dac.progress's thread
+        self._view_due = 0.0
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -243,6 +246,17 @@ class RootScheduler:
         done at the root's next step (MPI is used by one thread at a time)."""
         self._changes.append((kind, count, host))
 
+    def _publish_view(self) -> None:
+        """What ``dac.progress`` shows of the tree, replaced whole (another thread
+        reads it): leaves in subtrees holding work, leaves, steals answered here."""
+        policy = self.node.policy
+        live = [c for c in policy.children if not c.lost]
+        busy = sum(c.procs for c in live if c.outstanding > 0)
+        steals = sum(policy.counters[k] for k in ("steals_local", "steals_after_remote",
+                                                  "steals_split"))
+        self.view = (busy, sum(c.procs for c in live), steals)
+        self._view_due = time.monotonic() + 0.2
+
     def _on_idle(self) -> None:
         self.check_lost()
         if self._changes:
@@ -274,6 +288,8 @@ class RootScheduler:
             return False
         index, source, tag, msg = got
         node.handle_child(node.comms[index], source, tag, msg)
+        if time.monotonic() >= self._view_due:
+            self._publish_view()
         if node.errors:
             raise node.errors[0]
         return True
