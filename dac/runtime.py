@@ -30,7 +30,7 @@ STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
 OPTIONS = ("procs", "gpus", "gpu_simulate", "local", "depth", "leaf_mode", "prefetch",
            "remote", "batch", "batch_s", "root_helps", "preload",
            "oversubscribe", "attach", "fault_tolerant", "max_attempts",
-           "progress") + STEAL_KEYS
+           "progress", "timeline") + STEAL_KEYS
 SETTINGS = ("leaf_mode", "batch", "batch_s", "remote", "preload", "gpu_simulate",
             "fault_tolerant", "max_attempts")
 LEAVES_PER_CORE = 64    # leaves per core of this machine allowed without oversubscribe
@@ -83,6 +83,13 @@ def _check_options(options: dict) -> dict:
         if not isinstance(value, bool):
             raise TypeError(f"{flag} must be True or False, got {value!r}")
     _check_fault_tolerance(opts)
+    timeline = opts.get("timeline")
+    if timeline is not None:
+        if not isinstance(timeline, (str, os.PathLike)) or \
+                not os.fspath(timeline).endswith((".html", ".png")):
+            raise ValueError(f"timeline must be the path of an .html page or a .png "
+                             f"image to write, got {timeline!r}")
+        opts["attach"] = False      # the processes of its own tree record what they do
     if opts.get("progress") is not None and not isinstance(opts["progress"], bool):
         raise TypeError(f"progress must be True, False or None (automatic: on a "
                         f"terminal), got {opts['progress']!r}")
@@ -234,6 +241,9 @@ class Runtime:
         self.plan = plan_topology(self.topology, self.options["params"],
                                   socket.gethostname())
         self.scheduler = None
+        # where the next runs write their timeline (an .html path), or None; the
+        # option sets it, and it may be changed between runs
+        self.timeline = self.options.get("timeline")
         self.attach_tried = False   # this tree's run looked for a warm tree already
         self.report: RunReport | None = None
         self._spawned_in_run = False
@@ -268,8 +278,9 @@ class Runtime:
         settings = {k: self.options[k] for k in SETTINGS}
         settings["prefetch"] = self.options.get("prefetch", True)
         settings["executor"] = execution.REFERENCE          # the leaves import it
-        return RootScheduler(self.plan, self.options["params"], settings,
-                             execution.Executor())
+        sched = RootScheduler(self.plan, self.options["params"], settings,
+                              execution.Executor())
+        return sched
 
     def tree_shape(self) -> dict:
         """What makes two trees interchangeable (``dac.warm``: a run attaches to a
@@ -364,7 +375,7 @@ class Runtime:
 
     def _run_report(self, fn, args, kwargs) -> RunReport:
         fn, args = as_call(fn, args)          # a bound method: its instance goes first
-        t0 = time.perf_counter()
+        t0, wall0 = time.perf_counter(), time.time()
         opts = self.options
         target = self._task_target()
         # On a tree already running, tasks go out while the root is still finding them;
@@ -373,6 +384,7 @@ class Runtime:
         if self.scheduler is None:
             self._attach()
         if self.scheduler is not None:
+            self.scheduler.job_timeline = self.timeline is not None
             self.scheduler.begin_job()
             streamer = _Streamer(self.scheduler, target, opts.get("depth") is not None)
         try:
@@ -395,6 +407,7 @@ class Runtime:
             sched = self.scheduler
             try:
                 if fresh:
+                    sched.job_timeline = self.timeline is not None
                     sched.begin_job()
                 streamed = streamer is not None and streamer.exp is exp \
                     and streamer.started
@@ -416,6 +429,12 @@ class Runtime:
                 err = _translate(exc, exp, sched)
                 raise err from _cause(err)
         elapsed = time.perf_counter() - t0
+        if self.timeline is not None and stats_list:
+            from . import timeline
+            timeline.write(os.fspath(self.timeline), timeline.build(
+                stats_list, wall0, time.time(), title=_call_title(fn, args)))
+        for record in stats_list:
+            record.pop("timeline", None)
         from stealing.stats import totals
         stats = totals(stats_list, startup)
         stats["passes"] = passes
@@ -430,6 +449,12 @@ class Runtime:
         start (so its pool can answer steals), and at least 16 per leaf."""
         first = sum(c.tasks for c in self.plan.children)
         return max(16 * len(self.plan.leaves()), int(2 * first))
+
+
+def _call_title(fn, args) -> str:
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "run"))
+    shown = ", ".join(repr(a) for a in args)
+    return f"{name}({shown[:60]})"
 
 
 def _translate(exc, exp, sched):

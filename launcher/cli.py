@@ -1,7 +1,8 @@
 """The ``dac`` command.
 
     dac run [--topology FILE] [--local] [--leaf-mode persistent|spawn] [--gpu-simulate]
-            [--fault-tolerant [--max-attempts N]] [--quiet] [--json] script.py [args...]
+            [--fault-tolerant [--max-attempts N]] [--timeline FILE.html|.png] [--quiet]
+            [--json] script.py [args...]
     dac up [--procs N | --topology FILE [--local]] [--leaf-mode ...] [--preload m1,m2]
     dac status [--json]
     dac grow N [--host HOST] | dac shrink N
@@ -100,6 +101,8 @@ def _cmd_run(args) -> int:
         rt.defaults["attach"] = False
     if args.quiet:
         rt.defaults["progress"] = False
+    if args.timeline:
+        rt.defaults["timeline"] = os.path.abspath(args.timeline)
     if args.max_attempts is not None and not args.fault_tolerant:
         return _fail("run: --max-attempts bounds the retries of --fault-tolerant: give "
                      "--fault-tolerant too")
@@ -303,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="end stdout with one JSON line: result, elapsed_s, stats")
     run.add_argument("--no-attach", action="store_true",
                      help="spawn a tree of its own even while a warm tree is up")
+    run.add_argument("--timeline", metavar="FILE",
+                     help="write what every process did over time (busy, idle, steals) "
+                     "to one self-contained HTML page (FILE.html) or an image "
+                     "(FILE.png, needs pip install 'dac[plot]')")
     run.add_argument("--quiet", action="store_true",
                      help="no live progress line on the terminal (the statistics stay)")
     run.add_argument("--fault-tolerant", action="store_true",

@@ -37,6 +37,7 @@ from .errors import TaskError
 from .executor import load_executor
 from .gpu import GPUUnavailable, check_gpu, use_gpu
 from .stats import Meter, startup_steps
+from .timeline import Recorder
 from .waiting import IDLE_SLEEP, MAX_SLEEP
 
 
@@ -92,6 +93,7 @@ class Leaf:
         self.meter = Meter("leaf", init.get("cluster", "local"))
         if init.get("joined"):
             self.meter.keep(joined=init["joined"])
+        self.meter.keep(path=list(init.get("path", ())))
         self.tasks_per_leaf = init["params"]["tasks_per_leaf"]
         self.start_init = {k: init.get(k) for k in ("marks", "spawned_at")}
         self.imported = None               # time its executor and preload were in
@@ -130,6 +132,7 @@ class Leaf:
         self.seq = 0                # number of its latest request
         self.running = 0            # tasks under way (nested ones while waiting)
         self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
+        self.timeline = None        # a Recorder when the job asked for a timeline
 
     @property
     def executor(self):
@@ -160,6 +163,9 @@ class Leaf:
                 # again); work split off another leaf says nothing of the pool
                 # (asking ahead for more would only bring "no more")
                 self.exhausted = False
+            if self.timeline is not None:   # (the first batch of a round too)
+                self.timeline.answer("split" if type(msg.tasks[0][0]) is tuple
+                                     else "local", len(msg.tasks))
             if msg.seq == self.seq:         # (else it answers a request replaced since)
                 self.withdraw()
             if self.phase is Phase.NEW:
@@ -173,6 +179,8 @@ class Leaf:
             if not self.requested or msg.seq != self.seq:
                 return              # the answer to a request withdrawn or replaced
             # a refused refill leaves no request; a refused idle one waits for TASKS
+            if self.timeline is not None:
+                self.timeline.answer("failed", 0)
             self.asking = Ask.NONE if self.asking is Ask.REFILL else Ask.REFUSED
         elif tag == P.SPLIT:
             self.split(msg.want)
@@ -181,7 +189,10 @@ class Leaf:
         elif tag == P.JOB:
             self.load_job(msg)
         elif tag == P.STATS_REQ:
-            self.send(P.STATS, P.Stats([self.meter.snapshot()]))
+            record = self.meter.snapshot()
+            if self.timeline is not None:
+                record["timeline"] = self.timeline.export()
+            self.send(P.STATS, P.Stats([record]))
             if self.script_modules is not None:     # what this job imported
                 self.script_modules.note()
         elif tag == P.STOP:
@@ -198,6 +209,7 @@ class Leaf:
                 self.phase = Phase.NEW
             self.asking, self.exhausted = Ask.NONE, False
             self.rate, self.win_tasks, self.win_busy = None, 0, 0.0   # new tasks, new rate
+            self.timeline = Recorder() if job.timeline else None
         if job.env is not None and job.env.get("session") != self.session:
             self.new_script(job.env)
         self.table.update(self.executor.load_table(job.functions))
@@ -252,6 +264,8 @@ class Leaf:
         results, self.results = self.results, []
         self.asking = Ask.IDLE_AT_SYNC if at_sync else Ask.IDLE if idle else Ask.REFILL
         self.seq += 1
+        if self.timeline is not None:
+            self.timeline.ask()
         if idle:
             self.owed = 0
             self.split_owed = False
@@ -330,6 +344,8 @@ class Leaf:
                 t0 = time.perf_counter()
                 got = mb.wait(comms, on_idle=self.watchdog, max_sleep=MAX_SLEEP)
                 self.idle_in_task += time.perf_counter() - t0
+                if self.timeline is not None:
+                    self.timeline.span("idle", t0, time.perf_counter() - t0)
             self.handle(got[2], got[3])
         if asked and self.asking is Ask.IDLE_AT_SYNC:
             # the task goes on: withdraw the idle request, so the parent sees this
@@ -372,6 +388,8 @@ class Leaf:
             spent *= self.slowdown
         rec["busy_s"] += spent
         rec["idle_s"] += waited
+        if self.timeline is not None:
+            self.timeline.span("busy", t0, spent)
         self.win_tasks += 1
         self.win_busy += spent
 
@@ -392,6 +410,8 @@ class Leaf:
         rec = self.meter.record
         rec["busy_s"] += spent
         rec["tasks"] += len(batch)
+        if self.timeline is not None:
+            self.timeline.span("busy", t0, spent)
         self.win_tasks += len(batch)
         self.win_busy += spent
         self.results.extend(results)
@@ -451,7 +471,10 @@ class Leaf:
             _, _, tag, msg = mb.wait(comms, on_idle=watchdog,
                                      max_sleep=MAX_SLEEP if eager else IDLE_SLEEP)
             if working:
-                self.meter.record["idle_s"] += time.perf_counter() - t0
+                waited = time.perf_counter() - t0
+                self.meter.record["idle_s"] += waited
+                if self.timeline is not None:
+                    self.timeline.span("idle", t0, waited)
             self.handle(tag, msg)
 
 

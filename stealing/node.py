@@ -21,6 +21,7 @@ from .bell import bell_name
 from .policy import AskParent, Give, Refuse, Route, SendResults, Split, StealPolicy, Yield
 from .membership import Child, Membership
 from .spawning import is_this_machine, spawn
+from .timeline import Recorder
 
 
 class Node(Membership):
@@ -46,6 +47,7 @@ class Node(Membership):
         self.stopping = None            # children left to say BYE, or None
         self.errors: list = []
         self.init_membership(config)
+        self.timeline = None            # a Recorder when the job asked for a timeline
 
     # building the subtree ------------------------------------------------------
     def spawn_children(self, plan: dict) -> None:
@@ -254,6 +256,8 @@ class Node(Membership):
                 if child.comm is not None:
                     self.send(child.comm, child.rank, P.NOMORE, P.NoMore(child.seq))
             elif isinstance(action, AskParent):
+                if self.timeline is not None:
+                    self.timeline.ask()
                 self.send_up(P.RESULTS, P.Results(action.results, action.amount,
                                                   idle=action.idle))
             elif isinstance(action, SendResults):
@@ -290,11 +294,14 @@ class Node(Membership):
     def start_job(self, job: P.Job) -> None:
         """Forward the job's functions; counters restart, except on the first job, which
         also pays for building the tree (its spawns and CPU count there)."""
+        if self.job is None or self.job.job_id != job.job_id:
+            self.timeline = Recorder() if job.timeline else None
         if self.job is not None and self.job.job_id != job.job_id:
             self._new_job_counters()
         table = dict(self.job.functions) if self.job is not None else {}
         table.update(job.functions)   # a job message carries only the functions not
-        self.job = P.Job(job.job_id, table, job.env)  # sent before; a new process needs all
+        self.job = P.Job(job.job_id, table, job.env,   # sent before; a new process needs all
+                         job.timeline)
         self.one_shot_stats = []
         for c in self.children:
             if c.comm is not None:
@@ -317,6 +324,8 @@ class Node(Membership):
         own = self.meter.snapshot()
         own.update(self.policy.counters)
         own.update(self.policy.losses)
+        if self.timeline is not None:
+            own["timeline"] = self.timeline.export()
         records = [own] + self.stats_wait[1] + self.gone
         if self.one_shot_stats:
             records.append(_merge_one_shot(self.one_shot_stats))

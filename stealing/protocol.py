@@ -62,10 +62,13 @@ class Job(NamedTuple):
     """JOB: the job's number and the functions its tasks call, ``{key: entry}`` (the
     executor's opaque entries; only those not sent in an earlier JOB). ``env``: on a
     warm tree, the attached script's ``session`` number, ``sys_path``, ``argv``,
-    ``cwd`` and ``recursion_limit`` (None: the root's own, given in INIT)."""
+    ``cwd`` and ``recursion_limit`` (None: the root's own, given in INIT).
+    ``timeline``: every process records what it does (``stealing.timeline``) and sends
+    it with its statistics."""
     job_id: int
     functions: dict
     env: dict | None = None
+    timeline: bool = False
 
 
 class Tasks(NamedTuple):

@@ -73,6 +73,7 @@ class RootScheduler:
         self.run_dir = None                # where monitors record lost processes
         self.lost = None                   # the record of the first lost process
         self.job_env = None                # P.Job.env: an attached script's (warm tree)
+        self.job_timeline = False          # P.Job.timeline: record what processes do
         self._next_check = 0.0
         self._changes = deque()            # grow/shrink asked from another thread
         self.view = None                   # (leaves at work, leaves, steals answered
@@ -168,7 +169,7 @@ class RootScheduler:
         node = self.node
         new = {k: v for k, v in table.items() if k not in self.sent_keys}
         if new or self.job_id != getattr(self, "_announced", None):
-            node.start_job(P.Job(self.job_id, new, self.job_env))
+            node.start_job(P.Job(self.job_id, new, self.job_env, self.job_timeline))
             self.sent_keys.update(new)
             self._announced = self.job_id
         node.add_tasks(payloads)
@@ -221,8 +222,11 @@ class RootScheduler:
             raise self.executor.task_failure(
                 payload, exc, traceback.format_exc(),
                 where="the root, helping while the leaves start") from exc
-        rec["busy_s"] += time.perf_counter() - t0
+        spent = time.perf_counter() - t0
+        rec["busy_s"] += spent
         rec["tasks"] += 1
+        if self.node.timeline is not None:
+            self.node.timeline.span("busy", t0, spent)
         self.node.collected[tid] = blob
 
     # a tree that grows and shrinks ---------------------------------------------

@@ -35,6 +35,7 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     meter.keep(startup=startup_steps(init, time.time()), started_at=round(time.time(), 3))
     if init.get("joined"):
         meter.keep(joined=init["joined"])
+    meter.keep(path=list(init.get("path", ())))
     rec = meter.record
     node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
                                              time.time(), init.get("shm", []))]))
@@ -49,8 +50,12 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
         if index > 0:
             node.handle_child(node.comms[index - 1], source, tag, msg)
         elif tag == P.TASKS:
+            if node.timeline is not None and node.timeline.asked is not None:
+                node.timeline.answer("remote", len(msg.tasks))
             node.add_tasks(msg.tasks)
         elif tag == P.NOMORE:
+            if node.timeline is not None and node.timeline.asked is not None:
+                node.timeline.answer("remote-failed", 0)
             node.on_nomore()
         elif tag == P.SPLIT:
             node.on_split_request(msg)

@@ -53,3 +53,11 @@ def test_lost_leaf_measures_one_loss_in_a_quick_run():
     assert [r["lost"] for r in report["lose one"]] == [1]
     assert report["lose one"][0]["redone"] >= 1
     assert "one lost leaf" in out and "extra" in out
+
+
+def test_timeline_cost_runs_both_ways_in_a_quick_run():
+    code, out, err = run_benchmark("benchmarks/timeline_cost.py", "--quick", "--json")
+    assert code == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert len(report["times"]["with"]) == len(report["times"]["without"]) == 1
+    assert report["page_bytes"] > 1000 and "target <= 3%" in out

