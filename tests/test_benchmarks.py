@@ -5,6 +5,8 @@ import json
 import os
 import sys
 
+import pytest
+
 from proctools import finish, launch, new_tag, wait_for_no_processes
 from test_fault_tolerance import ulfm
 
@@ -61,3 +63,26 @@ def test_timeline_cost_runs_both_ways_in_a_quick_run():
     report = json.loads(out.strip().splitlines()[-1])
     assert len(report["times"]["with"]) == len(report["times"]["without"]) == 1
     assert report["page_bytes"] > 1000 and "target <= 3%" in out
+
+
+THESIS = {"table_6_2.py": "beside the thesis", "figure_6_2.py": "Figure 6.2 reproduced",
+          "table_6_4.py": "Table 6.4 reproduced", "section_6_4_1.py": "§6.4.1 reproduced",
+          "table_6_5.py": "Table 6.5 reproduced"}
+
+
+@pytest.mark.parametrize("script", sorted(THESIS))
+def test_each_thesis_benchmark_runs_in_a_quick_mode(script, tmp_path):
+    """Each prints its table, the thesis' figures beside ours, and writes its figure
+    (with matplotlib installed: the plot extra)."""
+    image = tmp_path / "figure.png"
+    code, out, err = run_benchmark(f"benchmarks/thesis/{script}", "--quick", "--figure",
+                                   str(image))
+    assert code == 0, err
+    assert THESIS[script] in out and "thesis" in out
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "needs matplotlib" in out
+    else:
+        assert f"figure written to {image}" in out
+        assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,9 @@
-"""Persistent leaves vs spawn-per-batch leaves, and the start-up cost of one spawned leaf.
+"""Thesis Table 6.2: steals by message (persistent leaves) vs a new leaf process per steal
+(spawn-per-batch), and the start-up cost of one spawned leaf.
+
+The thesis (N = 19, 8 nodes, 20/10/5 tasks per steal): 267.31 / 259.49 / 253.03 s by
+message against 268.52 / 264.28 / 263.38 s spawning: spawning costs little at coarse
+grain and more as the grain shrinks. The table below puts those beside ours.
 
 Part 1 (thesis Table 6.2): N-Queens (--n, default 15) on 2 leaf slots, for
 tasks_per_leaf 40 / 20 / 10 / 5, once with ``leaf_mode="persistent"`` (one leaf process
@@ -19,8 +24,10 @@ small board itself while the leaves start, and the modes would not be compared);
 "cold": NUMBA_CACHE_DIR points at a fresh temporary directory; "warm": the same directory
 again, now filled. The whole subprocess time (from outside) is shown too.
 
-Run:  python benchmarks/leaf_modes.py                       # N=15, tpl 40 20 10 5
-      python benchmarks/leaf_modes.py --n 12 --tpl 10 5 --probe-repeat 2 --json
+Run:  python benchmarks/thesis/table_6_2.py                 # N=15, tpl 40 20 10 5
+      python benchmarks/thesis/table_6_2.py --n 12 --tpl 10 5 --probe-repeat 2 --json
+      python benchmarks/thesis/table_6_2.py --quick             # a small run (tests)
+A figure (--figure FILE.png, default table_6_2.png) shows the two modes' times.
 """
 
 import argparse
@@ -32,8 +39,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
-sys.path.insert(0, EXAMPLES)
+sys.path.insert(0, HERE)
+from _common import figure  # noqa: E402  (puts examples/ and benchmarks/ on the path)
 
 from nqueens import queens  # noqa: E402  (examples/nqueens.py: leaf = numba count_from)
 from _timing import timed_run  # noqa: E402
@@ -98,7 +105,12 @@ def main(argv=None):
     ap.add_argument("--skip-modes", action="store_true", help="only part 2")
     ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true", help="also print one JSON line of figures")
+    ap.add_argument("--figure", default="table_6_2.png", help="where the figure goes "
+                    "('' for none)")
+    ap.add_argument("--quick", action="store_true", help="a small run (tests)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.n, args.tpl, args.probe_repeat = 10, [10, 5], 1
 
     if args.probe:
         probe(args.probe_n, args.probe_depth)
@@ -156,6 +168,30 @@ def main(argv=None):
                      "" if f["correct"] else "  WRONG COUNT"))
     print("startup = spawn + interpreter + imports until the leaf is ready; 1st batch busy "
           "includes numba JIT (cold) or cache load (warm); files = entries in the cache dir.")
+    thesis = {20: (267.31, 268.52), 10: (259.49, 264.28), 5: (253.03, 263.38)}
+    if rows:
+        print("\nbeside the thesis (N=19, 8 nodes; spawn / message):")
+        for r in rows:
+            t = thesis.get(r["tpl"])
+            print("  tpl %3d: ours %.2fx%s" % (r["tpl"], r["ratio_elapsed"],
+                  "" if t is None else ", thesis %.3fx (%.2f s / %.2f s)"
+                  % (t[1] / t[0], t[1], t[0])))
+
+        def draw(plt):
+            fig, ax = plt.subplots(figsize=(6, 3.5))
+            xs = [str(r["tpl"]) for r in rows]
+            w = 0.38
+            ax.bar([i - w / 2 for i in range(len(xs))],
+                   [r["persistent"]["elapsed_s"] for r in rows], w, label="by message")
+            ax.bar([i + w / 2 for i in range(len(xs))],
+                   [r["spawn"]["elapsed_s"] for r in rows], w, label="new process")
+            ax.set_xticks(range(len(xs)), xs)
+            ax.set_xlabel("tasks per steal (tasks_per_leaf)")
+            ax.set_ylabel("seconds")
+            ax.set_title(f"Table 6.2: N-Queens {args.n}, 2 leaves")
+            ax.legend()
+            return fig
+        print(figure(args.figure, draw))
     if args.json:
         print(json.dumps({"n": args.n, "depth": args.depth, "root_helps": args.root_helps,
                           "modes": rows,
