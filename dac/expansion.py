@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import time
 import traceback
 
 from . import context
@@ -29,11 +30,18 @@ from .serialize import dumps_function, dumps_payload, script_entry, script_key
 from .errors import Lazy
 
 MAX_AUTO_DEPTH = 48
+PROBE_MIN_S = 0.05      # a deeper trial pass may take this long ...
+PROBE_FACTOR = 4.0      # ... or this many times the pass above it, then it is dropped
 
 
 class Suspend(BaseException):
     """Raised in a frame that syncs on a pending future (never seen by user code that
     catches ``Exception``)."""
+
+
+class OverBudget(BaseException):
+    """A deeper trial pass of ``choose_depth`` ran past its time: the root was doing the
+    leaves' work (calls one level down that compute, sleep or wait), so it stops."""
 
 
 _SIMPLE = frozenset((int, float, str, bytes, bool, type(None)))
@@ -88,6 +96,7 @@ class Expansion:
         self.blockers: set = set()   # paths of the tasks suspended frames wait on
         self.stack: list = []
         self.auto_used = False       # some call became a task by the automatic depth
+        self.deadline = None         # perf_counter time a trial pass must end by
         self.max_task_depth = 0
 
     # one pass -----------------------------------------------------------------
@@ -150,6 +159,9 @@ class Expansion:
         self._check(path, sf, _fingerprint(args, kwargs), call)
         if path in self.finished:
             return Future(self.finished[path], call)
+        if self.deadline is not None and time.perf_counter() > self.deadline and \
+                not getattr(self.sink, "started", False):     # (kept once it streams)
+            raise OverBudget()
         frame = Frame(path, depth)
         self.stack.append(frame)
         try:
@@ -239,10 +251,20 @@ def choose_depth(sf, args, kwargs, target: int, fixed=None, sink=None) -> Expans
         exp = Expansion(fixed, sink)
         exp.first = exp.run_pass(sf, args, kwargs)
         return exp
-    previous = None
+    previous, took = None, 0.0
     for depth in range(1, MAX_AUTO_DEPTH + 1):
         exp = Expansion(depth, sink)
-        exp.first = exp.run_pass(sf, args, kwargs)
+        start = time.perf_counter()
+        if previous is not None and not getattr(sink, "started", False):
+            # a deeper trial runs one more level of calls here; when they are the
+            # leaves' work (a nap, a kernel), it would do it all before any leaf starts
+            exp.deadline = start + max(PROBE_MIN_S, PROBE_FACTOR * took)
+        try:
+            exp.first = exp.run_pass(sf, args, kwargs)
+        except OverBudget:
+            return previous
+        exp.deadline = None             # the passes after the first have no budget
+        took = time.perf_counter() - start
         count = len(exp.new_tasks)
         if count == 0 and exp.first[0]:
             return previous if previous is not None else exp

@@ -43,7 +43,11 @@ def build(processes: list, started: float, ended: float, title: str = "") -> dic
               "idle_s": round(sum(lane["idle_s"] for lane in lanes), 6),
               "tasks": sum(lane["tasks"] for lane in lanes),
               "steals": {k: sum(1 for lane in lanes for m in lane["marks"] if m[1] == k)
-                         for k in MARKS}}
+                         for k in MARKS},
+              # what crossed a cluster link (counted by the parents: stealing.stats)
+              "wide": {k: sum(p.get(k, 0) for p in processes)
+                       for k in ("steals_wide", "tasks_wide", "results_wide",
+                                 "bytes_wide")}}
     return {"title": title, "started": started, "ended": ended,
             "elapsed_s": round(ended - started, 6), "lanes": lanes, "totals": totals}
 
@@ -203,7 +207,10 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
     " s, " + d.lanes.length + " processes, " + tt.tasks + " tasks, " +
     tt.busy_s.toFixed(2) + " s busy, " + tt.idle_s.toFixed(2) + " s idle; steals: " +
     st.local + " local, " + st.split + " split, " + st.remote + " remote, " +
-    (st.failed + st["remote-failed"]) + " failed";
+    (st.failed + st["remote-failed"]) + " failed" + (tt.wide.steals_wide ||
+    tt.wide.tasks_wide ? "; across clusters: " + tt.wide.steals_wide + " steals, " +
+    tt.wide.tasks_wide + " tasks, " + tt.wide.results_wide + " results, " +
+    tt.wide.bytes_wide + " bytes" : "");
 })();
 </script></body></html>
 """

@@ -607,3 +607,19 @@ def syncs_a_kept_future(n):
     """Syncs on a future kept from another run: no task of this run produces it."""
     sync(square(n))
     return sync(_kept_futures[0])
+
+
+@spawn
+def nap_marked(ms, mark):
+    """Sleeps ``ms`` (the leaves' work), writing its pid to ``mark`` first."""
+    import os
+    import time
+    with open(mark, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(ms / 1000.0)
+    return 1
+
+
+@spawn(depth=1)
+def naps_marked(n, ms, mark):
+    return sum(sync(*[nap_marked(ms, mark) for _ in range(n)]))

@@ -70,6 +70,22 @@ def test_auto_depth_reaches_the_target_when_the_recursion_allows():
     assert root_tasks(report) == 32
 
 
+def test_auto_depth_does_not_run_the_leaves_work_on_the_root(tmp_path):
+    """Fewer tasks at depth 1 than the target made the root try depth 2, which ran
+    every call of depth 1 here, before any leaf started: 20 naps of 60 ms (the
+    leaves' work) took 1.2 s on the root. A deeper trial now stops once it takes
+    longer than its budget, and the depth above is kept."""
+    mark = tmp_path / "ran"
+    report = dac.run_report(programs.naps_marked, 20, 60.0, str(mark), procs=2,
+                            root_helps=False)
+    assert report.result == 20
+    import os
+    pids = mark.read_text().split()
+    on_root = pids.count(str(os.getpid()))
+    assert on_root <= 2, f"{on_root} of the 20 naps ran on the root"
+    assert report.stats["depth"] == 1 and report.stats["tasks"] == 20
+
+
 def test_run_option_depth_sets_the_spawn_depth():
     report = dac.run_report(programs.fib, 20, procs=2, depth=4)
     assert report.result == 6765

@@ -58,6 +58,9 @@ def test_two_clusters_have_a_lane_per_process_and_the_statistics_busy_time(tmp_p
     assert all(any(m[1].startswith("remote") for m in r["marks"]) for r in routers)
     totals = data["totals"]
     assert totals["tasks"] == report.stats["tasks"]
+    assert totals["wide"] == {k: report.stats[k] for k in (
+        "steals_wide", "tasks_wide", "results_wide", "bytes_wide")}
+    assert totals["wide"]["steals_wide"] >= 2
     assert totals["busy_s"] == pytest.approx(sum(p["busy_s"] for p in procs), rel=0.01)
     assert data["elapsed_s"] == pytest.approx(report.elapsed_s, abs=0.05)
 
