@@ -80,7 +80,9 @@ def main() -> int:
     hands = [boards[i::args.leaves] for i in range(args.leaves)]
     ways = {"pushed": (push, hands), "stolen": (steal, boards)}
     out = {w: [] for w in ways}
-    with dac.Runtime(procs=args.leaves, batch="fixed", tasks_per_leaf=1,
+    # (depth=1: the hands are the tasks; an automatic depth would try one level
+    # deeper first, which runs a whole hand on the root)
+    with dac.Runtime(procs=args.leaves, batch="fixed", tasks_per_leaf=1, depth=1,
                      root_helps=False, preload=["nqueens_kernels"]) as pushed_rt, \
             dac.Runtime(procs=args.leaves, root_helps=False,
                         preload=["nqueens_kernels"]) as stolen_rt:

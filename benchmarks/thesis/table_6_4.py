@@ -80,6 +80,7 @@ def main() -> int:
                 label="fixed batches")
         ax.axhline(rows[-1]["elapsed_s"], color="#2e9e4f", ls="--", label="by rate (dac)")
         ax.set_xscale("log")
+        ax.set_xticks([r["tpl"] for r in fixed], [str(r["tpl"]) for r in fixed])
         ax.set_xlabel("tasks per leaf")
         ax.set_ylabel("seconds")
         ax2 = ax.twinx()
