@@ -30,17 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), HERE]       # this checkout's dac; leaves follow
 
 import dac  # noqa: E402
-
-
-@dac.spawn
-def nap(ms: float) -> int:
-    time.sleep(ms / 1000.0)
-    return 1
-
-
-@dac.spawn(depth=1)
-def naps(n: int, ms: float) -> int:
-    return sum(dac.sync(*[nap(ms) for _ in range(n)]))
+from naps import naps  # noqa: E402
 
 
 def one_run(kill: bool, leaves: int, tasks: int, ms: float, at: float) -> dict:

@@ -19,27 +19,16 @@ import argparse
 import json
 import os
 import sys
-import time
 import tomllib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import EXAMPLES, figure, table  # noqa: E402
 
 import dac  # noqa: E402
+from naps import naps  # noqa: E402
 from launcher.topology import parse_topology  # noqa: E402
 
 TOPOLOGY = os.path.join(EXAMPLES, "topologies", "thesis-20-14.toml")
-
-
-@dac.spawn
-def nap(ms):
-    time.sleep(ms / 1000.0)
-    return 1
-
-
-@dac.spawn(depth=1)
-def naps(n, ms):
-    return sum(dac.sync(*[nap(ms) for _ in range(n)]))
 
 
 def topologies(slots: int, hosts: tuple):
