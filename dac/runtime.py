@@ -220,6 +220,13 @@ class Runtime:
     (GPU leaves run their kernels in numba's CUDA simulator: no GPU needed);
     ``oversubscribe`` (allow more than 64 leaves per core of this machine, from
     ``procs`` or from a topology mapped here with ``local``; refused otherwise).
+    ``fault_tolerant`` (survive lost leaves and routers; needs Open MPI with ULFM, as
+    ``dac run --fault-tolerant`` starts it, and is on there by default) and
+    ``max_attempts`` (processes a task may lose before the run fails, 2);
+    ``progress`` (a live line on stderr for runs over 2 s: None, the default, shows it
+    on a terminal); ``timeline`` (an ``.html`` page or ``.png`` image of what every
+    process did, written after each run; the ``timeline`` attribute changes it between
+    runs). ``grow`` and ``shrink`` add and let go leaves of the running tree.
 
     ``start()`` spawns the tree now (``run`` does it otherwise). The first run of a
     runtime reports the tree's start-up in ``stats["startup_s"]``; its ``elapsed_s``
