@@ -230,13 +230,18 @@ class RootScheduler:
         self.node.collected[tid] = blob
 
     # a tree that grows and shrinks ---------------------------------------------
-    def grow(self, count: int, host: str | None = None) -> None:
+    def grow(self, count: int, host: str | None = None, wait_s: float = 0.0) -> None:
         """Add ``count`` leaves under the root now; their statistics say
         ``joined: "grow"`` and when they started. Call it from the thread that drives
-        the tree (between runs), else ``ask_change``."""
+        the tree (between runs), else ``ask_change``. ``wait_s``: wait up to that long
+        for them to say READY (``dac grow`` answers once they have)."""
         node = self.node
+        ready = node.ready
         node.grow(count, host, self.plan.cluster)
         node.leaf_slots += count
+        end = time.monotonic() + wait_s
+        while node.ready < ready + count and time.monotonic() < end:
+            self._step(timeout=0.1)
 
     def shrink(self, count: int) -> int:
         """Let ``count`` leaves with links of their own go (the newest first, added

@@ -183,7 +183,7 @@ class TreeServer:
         elif isinstance(msg, W.Resize):
             try:
                 if msg.kind == "grow":
-                    self.sched.grow(msg.count, msg.host)
+                    self.sched.grow(msg.count, msg.host, wait_s=60.0)
                 else:
                     self.sched.shrink(msg.count)
             except Exception as exc:                        # noqa: BLE001
