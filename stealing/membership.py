@@ -47,7 +47,7 @@ class Membership:
         self.departed: set = set()      # pids of processes lost or let go
 
     # a lost child -------------------------------------------------------------
-    def lose_child(self, child: Child, exc=None) -> None:
+    def lose_child(self, child: Child) -> None:
         """``child``'s process died (its link failed: Open MPI's ULFM). Its link is
         dropped, every task it held goes back to the pool (``policy.lose_child``), a
         task that was running each time its process died ``max_attempts`` times fails

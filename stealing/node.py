@@ -160,7 +160,7 @@ class Node(Membership):
         """React to one message from a child."""
         child = self.child_of(comm, rank)
         if tag == P.LOST:
-            self.lose_child(child, msg)
+            self.lose_child(child)
             return
         if child.leaving:                   # its work was given to the others
             if tag == P.BYE:

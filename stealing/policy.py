@@ -324,7 +324,7 @@ class StealPolicy:
         not hold is a second copy (the task was given again after a loss): it is
         dropped, so no result is ever counted twice."""
         c = self.children[k]
-        if c.held or self.tracking:
+        if self.tracking:               # (every held task set it)
             kept = []
             for r in results:
                 if self._comes_back(k, r) and c.held.pop(r[0], None) is None:

@@ -401,7 +401,7 @@ class RootScheduler:
                     elif tag == P.READY:
                         pids.extend(p.pid for p in msg.processes)
                     elif tag == P.LOST:
-                        node.lose_child(node.child_of(node.comms[index], source), msg)
+                        node.lose_child(node.child_of(node.comms[index], source))
             clean = node.stopping == 0
             if clean:
                 node.finish_stop()
