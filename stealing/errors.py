@@ -10,6 +10,7 @@ failed task as the exception object the root raises (as ``concurrent.futures`` a
 
 from __future__ import annotations
 
+import os
 import pickle
 
 
@@ -19,31 +20,25 @@ class DacError(Exception):
     __module__ = "dac.errors"       # its public home: tracebacks and pickles name it there
 
 
-class TaskError(DacError):
-    """A task raised an exception; the run was ended and every process of it exited.
+class RemoteError(DacError):
+    """An exception raised in another process of the run, as the root raises it.
 
-    ``type_name``, ``message`` and ``remote_traceback`` describe the exception where it
-    happened (a leaf, or the root while expanding and combining); ``task`` names the
-    call, e.g. ``fib(3)``; ``where`` names the process (``leaf pid 1234 on host``).
+    ``type_name``, ``message`` and ``remote_traceback`` describe the exception where
+    it happened; ``where`` names the process (``leaf pid 1234 on host``).
     ``exception`` is the exception object itself when it could travel (it pickles, and
     its class exists here), else None; it is the error's ``__cause__`` when raised.
     """
 
     __module__ = "dac.errors"
 
-    def __init__(self, type_name: str, message: str, remote_traceback: str,
-                 task: str = "", where: str = "", exception: BaseException | None = None):
+    def __init__(self, head: str, type_name: str, message: str, remote_traceback: str,
+                 where: str = "", exception: BaseException | None = None):
         self.type_name = type_name
         self.message = message
         self.remote_traceback = remote_traceback
-        self.task = task
         self.where = where
         self._exception_blob = _pickled(exception)
         self._exception = exception
-        head = f"task {task} raised {type_name}: {message}" if task else \
-            f"{type_name}: {message}"
-        if where:
-            head += f" (in {where})"
         super().__init__(head)
 
     @property
@@ -62,9 +57,111 @@ class TaskError(DacError):
                 shorten_traceback(self.remote_traceback).rstrip()
         return text
 
+
+class TaskError(RemoteError):
+    """A task raised an exception; the run was ended and every process of it exited.
+
+    ``type_name``, ``message`` and ``remote_traceback`` describe the exception where it
+    happened (a leaf, or the root while expanding and combining); ``task`` names the
+    call, e.g. ``fib(3)``; ``where`` names the process (``leaf pid 1234 on host``).
+    ``exception`` is the exception object itself when it could travel (it pickles, and
+    its class exists here), else None; it is the error's ``__cause__`` when raised.
+    """
+
+    __module__ = "dac.errors"
+
+    def __init__(self, type_name: str, message: str, remote_traceback: str,
+                 task: str = "", where: str = "", exception: BaseException | None = None):
+        self.task = task
+        head = f"task {task} raised {type_name}: {message}" if task else \
+            f"{type_name}: {message}"
+        if where:
+            head += f" (in {where})"
+        super().__init__(head, type_name, message, remote_traceback, where, exception)
+
     def __reduce__(self):
         return (_task_error, (self.type_name, self.message, self.remote_traceback,
                               self.task, self.where, self._exception_blob))
+
+
+class ProcessError(RemoteError):
+    """A process of the run failed outside a task: while loading the job's functions,
+    unpickling a task's arguments, importing what its tasks need, starting CUDA.
+
+    The process reported it and waited to be stopped, so the run ended cleanly and
+    MPI stays usable: the next run in the same interpreter works, and a warm tree
+    serves the next script. ``role``, ``pid``, ``host`` name the process, ``doing``
+    what it was doing (``"loading the job's functions"``); ``type_name``,
+    ``message``, ``remote_traceback`` and ``exception`` are the exception's, as for a
+    ``TaskError``.
+    """
+
+    __module__ = "dac.errors"
+
+    def __init__(self, role: str, pid: int, host: str, doing: str, type_name: str,
+                 message: str, remote_traceback: str,
+                 exception: BaseException | None = None):
+        self.role, self.pid, self.host, self.doing = role, pid, host, doing
+        where = f"{role} pid {pid} on {host}"
+        super().__init__(f"{where} failed {doing}: {type_name}: {message}", type_name,
+                         message, remote_traceback, where, exception)
+
+    def __reduce__(self):
+        return (_process_error, (self.role, self.pid, self.host, self.doing,
+                                 self.type_name, self.message, self.remote_traceback,
+                                 self._exception_blob))
+
+
+def _process_error(role, pid, host, doing, type_name, message, remote_traceback, blob):
+    err = ProcessError(role, pid, host, doing, type_name, message, remote_traceback)
+    err._exception_blob = blob
+    return err
+
+
+class SetupFailure(Exception):
+    """Raised by a task executor for a failure outside the user's task code (the
+    task's arguments did not unpickle): the leaf reports its ``__cause__`` as a
+    ``ProcessError`` saying what it was ``doing``."""
+
+    def __init__(self, doing: str):
+        super().__init__(doing)
+        self.doing = doing
+
+
+MAX_FRAMES = 8          # frames of a ProcessError's traceback kept (the last ones)
+
+
+def process_error(role: str, doing: str, exc: BaseException) -> ProcessError:
+    """The ``ProcessError`` this process reports for ``exc``, raised while ``doing``;
+    the traceback keeps its last ``MAX_FRAMES`` frames (the top ones are pickle's
+    and dac's own, the cause is at the bottom)."""
+    import os
+    import socket
+    import traceback
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:                                       # noqa: BLE001
+        text = ""
+    try:
+        message = str(exc)
+    except Exception:                                       # noqa: BLE001
+        message = "<str() of the exception failed>"
+    return ProcessError(role, os.getpid(), socket.gethostname(), doing,
+                        type(exc).__name__, message, last_frames(text, MAX_FRAMES),
+                        exception=exc)
+
+
+def last_frames(text: str, keep: int) -> str:
+    """A formatted traceback with only its last ``keep`` frames (a line says how
+    many went)."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    if len(starts) <= keep:
+        return text
+    cut = starts[-keep]
+    head = [line for line in lines[:starts[0]]]
+    return "".join(head + [f"  [{len(starts) - keep} frames above left out]\n"] +
+                   lines[cut:])
 
 
 def _task_error(type_name, message, remote_traceback, task, where, blob):
@@ -98,17 +195,37 @@ class LostProcessError(TaskError):
     __module__ = "dac.errors"
 
     def __init__(self, role: str, pid: int, host: str, how: str, exit_code=None,
-                 signal=None, task: str = ""):
+                 signal=None, task: str = "", traceback: str = ""):
         self.role, self.pid, self.host = role, pid, host
         self.how, self.exit_code, self.signal = how, exit_code, signal
         where = f"{role} pid {pid} on {host}"
-        super().__init__("LostProcess", f"{where} {how}", "", task, where)
+        super().__init__("LostProcess", f"{where} {how}", traceback, task, where)
         running = f" while running {task}" if task else ""
         self.args = (f"the run lost a process: {where} {how}{running}",)
 
     def __reduce__(self):
         return (LostProcessError, (self.role, self.pid, self.host, self.how,
-                                   self.exit_code, self.signal, self.task))
+                                   self.exit_code, self.signal, self.task,
+                                   self.remote_traceback))
+
+
+_PACKAGES = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), name) + os.sep for name in ("dac", "stealing", "launcher"))
+
+
+def from_user_frames(text: str) -> str:
+    """A formatted traceback without the frames of dac's own leaf and executor above
+    the first frame of the user's code (a task's traceback then starts where the
+    user's function was called); unchanged when no frame is the user's."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    for i in starts:
+        name = lines[i][len('  File "'):].split('"', 1)[0]
+        if not name.startswith(_PACKAGES):
+            if i == starts[0]:
+                return text
+            return "".join(lines[:starts[0]] + lines[i:])
+    return text
 
 
 MAX_BLOCK = 32          # frames in the longest repeated block that is collapsed

@@ -33,9 +33,10 @@ import traceback
 from collections import deque
 
 from . import protocol as P
-from .errors import TaskError
+from .errors import SetupFailure, process_error
 from .executor import load_executor
-from .gpu import GPUUnavailable, check_gpu, use_gpu
+from .gpu import check_gpu, use_gpu
+from .output import capture_output, finish_lines, release_output
 from .stats import Meter, startup_steps
 from .timeline import Recorder
 from .waiting import IDLE_SLEEP, MAX_SLEEP
@@ -133,6 +134,8 @@ class Leaf:
         self.running = 0            # tasks under way (nested ones while waiting)
         self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
         self.timeline = None        # a Recorder when the job asked for a timeline
+        self.capture = None         # a stealing.output.Capture: what tasks print
+        self.host = self.meter.record["host"]
 
     @property
     def executor(self):
@@ -150,6 +153,25 @@ class Leaf:
         if self.phase is Phase.STOPPED:     # the parent disconnects and reads no more
             return
         self.mailbox.send(self.parent, obj, 0, tag)
+
+    def send_output(self) -> None:
+        """Send the lines tasks printed since the last time (``stealing.output``)."""
+        capture = self.capture
+        if capture is not None and capture.ready:
+            self.send(P.OUTPUT, P.Output(self.meter.record["pid"], self.host,
+                                         capture.take()))
+
+    def fail(self, doing: str, exc: BaseException) -> None:
+        """Report a failure outside a task as a ``ProcessError`` (what the process
+        was ``doing``) and wait to be stopped: the process does not die, so the run
+        ends cleanly and the caller's MPI stays usable."""
+        finish_lines()
+        self.send_output()
+        self.send(P.ERROR, P.Failure(process_error("leaf", doing, exc)))
+        if self.phase is not Phase.STOPPED:
+            self.phase = Phase.FAILED
+        self.tasks.clear()
+        self.results = []
 
     # messages ------------------------------------------------------------------
     def handle(self, tag, msg) -> None:
@@ -196,6 +218,8 @@ class Leaf:
             if self.script_modules is not None:     # what this job imported
                 self.script_modules.note()
         elif tag == P.STOP:
+            finish_lines()
+            self.send_output()
             self.send(P.BYE, P.Bye([]))
             self.phase = Phase.STOPPED      # nothing is sent after BYE
         else:
@@ -210,9 +234,12 @@ class Leaf:
             self.asking, self.exhausted = Ask.NONE, False
             self.rate, self.win_tasks, self.win_busy = None, 0, 0.0   # new tasks, new rate
             self.timeline = Recorder() if job.timeline else None
-        if job.env is not None and job.env.get("session") != self.session:
-            self.new_script(job.env)
-        self.table.update(self.executor.load_table(job.functions))
+        try:
+            if job.env is not None and job.env.get("session") != self.session:
+                self.new_script(job.env)
+            self.table.update(self.executor.load_table(job.functions))
+        except Exception as exc:                            # noqa: BLE001 - reported
+            self.fail("loading the job's functions", exc)
         if not self.ready_sent:
             self.ready_sent = True
             self.meter.keep(startup=startup_steps(self.start_init, time.time(),
@@ -315,6 +342,8 @@ class Leaf:
         """Handle the messages waiting from the parent (a task calls it by clock).
         Told to stop meanwhile, the leaf abandons the task (``Unwind``)."""
         mb, comms = self.mailbox, [self.parent]
+        if self.capture is not None and self.capture.ready:
+            self.send_output()
         got = mb.poll(comms)
         while got is not None:
             self.handle(got[2], got[3])
@@ -366,12 +395,18 @@ class Leaf:
             tid, blob = self.executor.run_task(payload, self.table, self.worker)
         except (Abort, Unwind):
             raise
+        except SetupFailure as exc:
+            self.fail(exc.doing, exc.__cause__ or exc)
+            return
         except BaseException as exc:            # noqa: BLE001 - reported to the root
             self.report_error(payload, exc)
             return
         finally:
             self.running -= 1
         self.status.task(outer)
+        if self.capture is not None:
+            finish_lines()
+            self.send_output()
         rec = self.meter.record
         rec["tasks"] += 1
         if type(tid) is tuple:          # split work: its owner is waiting for it
@@ -403,9 +438,15 @@ class Leaf:
             results = self.executor.run_batch(batch, self.table)
         except Abort:
             raise
+        except SetupFailure as exc:
+            self.fail(exc.doing, exc.__cause__ or exc)
+            return
         except BaseException as exc:            # noqa: BLE001 - reported to the root
             self.report_error(batch[0], exc)
             return
+        if self.capture is not None:
+            finish_lines()
+            self.send_output()
         spent = time.perf_counter() - t0
         rec = self.meter.record
         rec["busy_s"] += spent
@@ -417,8 +458,10 @@ class Leaf:
         self.results.extend(results)
 
     def report_error(self, payload, exc) -> None:
-        self.send(P.ERROR, P.Failure(self.executor.task_failure(
-            payload, exc, traceback.format_exc())))
+        tb = traceback.format_exc()
+        finish_lines()
+        self.send_output()
+        self.send(P.ERROR, P.Failure(self.executor.task_failure(payload, exc, tb)))
         if self.phase is not Phase.STOPPED:
             self.phase = Phase.FAILED
         self.tasks.clear()
@@ -452,6 +495,7 @@ class Leaf:
                 self.run_one()
                 continue
             if self.one_shot and working:
+                self.send_output()
                 rec = self.meter.snapshot()
                 self.send(P.RESULTS, P.Results(self.results, self.want, rec, idle=True))
                 return
@@ -466,6 +510,7 @@ class Leaf:
                 elif self.exhausted and self.results:
                     results, self.results = self.results, []
                     self.send_results(results)
+            self.send_output()
             t0 = time.perf_counter()
             eager = self.requested or (working and not self.exhausted)
             _, _, tag, msg = mb.wait(comms, on_idle=watchdog,
@@ -490,13 +535,10 @@ def preload(modules) -> None:
                   file=sys.stderr)
 
 
-def _refuse_to_start(mailbox, parent, exc) -> None:
-    """Report why this leaf cannot work, then wait for the root to stop the run."""
-    import os
-    import socket
-    where = f"leaf pid {os.getpid()} on {socket.gethostname()}"
-    mailbox.send(parent, P.Failure(TaskError(type(exc).__name__, str(exc), "", "", where)),
-                 0, P.ERROR)
+def _refuse_to_start(mailbox, parent, error) -> None:
+    """Report why this leaf cannot work (``error``, a ``ProcessError``), then wait for
+    the root to stop the run."""
+    mailbox.send(parent, P.Failure(error), 0, P.ERROR)
     while True:
         _, _, tag, _ = mailbox.wait([parent])
         if tag == P.STOP:
@@ -506,16 +548,22 @@ def _refuse_to_start(mailbox, parent, exc) -> None:
 
 def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     """Run the leaf; on SIGTERM (the root stopping a run mid-task) leave cleanly:
-    take the STOP message, say BYE, and let the caller disconnect."""
+    take the STOP message, say BYE, and let the caller disconnect. A leaf that cannot
+    start (no GPU, an executor that does not import) says why and waits to be
+    stopped."""
+    device = int(init.get("device", -1))
+    doing = f"starting CUDA on GPU {device}" if device >= 0 else "starting"
     try:
         leaf = Leaf(MPI, parent, init, mailbox)
         if leaf.device >= 0 and not init.get("gpu_simulate"):
             check_gpu(leaf.device)
-    except GPUUnavailable as exc:
-        _refuse_to_start(mailbox, parent, exc)
+        doing = f"importing the task executor {leaf.executor_ref!r}"
+        leaf.executor               # imported now, while the root may still be busy
+    except Exception as exc:                                # noqa: BLE001 - reported
+        _refuse_to_start(mailbox, parent, process_error("leaf", doing, exc))
         return
+    leaf.capture = capture_output()
     signal.signal(signal.SIGTERM, _on_sigterm)
-    leaf.executor                   # imported now, while the root may still be busy
     preload(init.get("preload", ()))
     leaf.imported = time.time()
     try:
@@ -526,7 +574,10 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
         got = mailbox.wait([parent], timeout=2.0)
         while got is not None and got[2] != P.STOP:
             got = mailbox.wait([parent], timeout=2.0)
+        finish_lines()
+        leaf.send_output()
         leaf.send(P.BYE, P.Bye([]))
+    release_output()
     # From here on the leaf only disconnects and finalizes, which can wait for the
     # other leaves spawned with it; a SIGTERM meant for a busy sibling must not kill it
     # (MPICH would then kill the whole job, the user's root process included).

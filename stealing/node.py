@@ -162,6 +162,9 @@ class Node(Membership):
         if tag == P.LOST:
             self.lose_child(child)
             return
+        if tag == P.OUTPUT:
+            self.on_output(msg)
+            return
         if child.leaving:                   # its work was given to the others
             if tag == P.BYE:
                 self._part(child)
@@ -217,6 +220,10 @@ class Node(Membership):
 
     def on_error(self, msg) -> None:
         self.send_up(P.ERROR, msg)
+
+    def on_output(self, msg) -> None:
+        """Lines a leaf printed (``stealing.output``): up to the root."""
+        self.send_up(P.OUTPUT, msg)
 
     def on_stats_done(self) -> None:
         raise NotImplementedError

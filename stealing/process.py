@@ -117,6 +117,12 @@ def _monitor(child: int, status: Status, run_dir: str | None) -> None:
     if not finished and run_dir:
         record = {"pid": child, "host": socket.gethostname(), "role": ROLES[role],
                   "code": code, "tid": tid, "time": time.time()}
+        try:
+            with open(fatal_path(run_dir, child)) as f:
+                record["traceback"] = f.read()[-8000:]
+            os.unlink(fatal_path(run_dir, child))
+        except (OSError, ValueError):
+            pass
         try:        # the root made the folder; once it removed it, nobody is looking
             tmp = lost_record_path(run_dir, child) + ".tmp"
             with open(tmp, "w") as f:
@@ -138,7 +144,42 @@ def main() -> None:
     if child:
         _monitor(child, status, run_dir)
     _empty_stdin()
-    _work(status, run_dir, started)
+    try:
+        _work(status, run_dir, started)
+    except BaseException:           # noqa: BLE001 - told to the root, then the end
+        _die_telling(run_dir)
+
+
+def _die_telling(run_dir: str | None) -> None:
+    """The process failed where it could not report over MPI (starting MPI, a link
+    that broke): its traceback goes into the run's folder, where the monitor puts it
+    in the record of the loss, and the root shows it once with the
+    ``LostProcessError``; nothing is printed here (one traceback per process would
+    bury the cause)."""
+    import traceback
+    from .output import release_output
+    text = traceback.format_exc()
+    try:
+        release_output()
+    except Exception:                                       # noqa: BLE001
+        pass
+    written = False
+    if run_dir:
+        try:
+            with open(fatal_path(run_dir, os.getpid()), "w") as f:
+                f.write(text)
+            written = True
+        except OSError:
+            pass
+    if not written:
+        sys.__stderr__.write(text)
+        sys.__stderr__.flush()
+    os._exit(1)
+
+
+def fatal_path(run_dir: str, pid: int) -> str:
+    """Where a process that dies of an exception leaves its traceback."""
+    return os.path.join(run_dir, f"fatal-{pid}.txt")
 
 
 def _empty_stdin() -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-from .errors import TaskError
+from .errors import RemoteError
 
 
 class Tag(enum.IntEnum):
@@ -41,10 +41,11 @@ class Tag(enum.IntEnum):
     SPLIT = 12      # parent -> child: Split, "hand over some of your unstarted work"
     STOLEN = 13     # child -> parent: Tasks, the answer to SPLIT (may be empty)
     RETURN = 14     # parent -> child: Returned, results of work split off the subtree
+    OUTPUT = 15     # child -> parent: Output, lines its tasks printed (stealing.output)
 
 
 (INIT, JOB, TASKS, NOMORE, RESULTS, READY, ERROR, STATS_REQ, STATS, STOP, BYE, SPLIT,
- STOLEN, RETURN) = Tag
+ STOLEN, RETURN, OUTPUT) = Tag
 
 # Not a message: what a mailbox hands its caller for a link whose peer died (Open MPI
 # with ULFM; the payload is the MPI.Exception). Never sent, so never a tag.
@@ -115,6 +116,15 @@ class Returned(NamedTuple):
     results: list
 
 
+class Output(NamedTuple):
+    """OUTPUT: what a leaf's tasks printed, ``[(stream, text)]`` with ``stream``
+    "out", "err" or "note" and ``text`` whole lines (a note: one remark of dac's, no
+    newline); routers pass it up unchanged (``stealing.output``)."""
+    pid: int
+    host: str
+    chunks: list
+
+
 class Process(NamedTuple):
     """One ready process of a READY message."""
     pid: int
@@ -133,7 +143,8 @@ class Failure(NamedTuple):
     """ERROR: a task raised (or a leaf cannot start): the error the root raises.
     ``payload``: the task's payload when a router reports it (a task that killed its
     leaf too often): the root, which can read it, names the call."""
-    error: TaskError    # the call, the process, the remote traceback, the exception
+    error: RemoteError  # a TaskError or ProcessError: the call or what the process did,
+    #                     the process, the remote traceback, the exception
     payload: bytes | None = None
 
 
@@ -193,7 +204,7 @@ PAYLOADS = {
     Tag.INIT: dict, Tag.JOB: Job, Tag.TASKS: Tasks, Tag.NOMORE: NoMore,
     Tag.RESULTS: Results, Tag.READY: Ready, Tag.ERROR: Failure, Tag.STATS_REQ: None,
     Tag.STATS: Stats, Tag.STOP: None, Tag.BYE: Bye, Tag.SPLIT: Split,
-    Tag.STOLEN: Tasks, Tag.RETURN: Returned,
+    Tag.STOLEN: Tasks, Tag.RETURN: Returned, Tag.OUTPUT: Output,
 }
 
 

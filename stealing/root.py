@@ -15,10 +15,11 @@ import sys
 import time
 
 from . import protocol as P
-from .errors import LostProcessError
+from .errors import MAX_FRAMES, LostProcessError, last_frames
 from .losses import describe_loss, make_run_dir, note_shm, read_lost_records
 from .mpi import init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
 from .node import Node
+from .output import Printer, prefix_default
 from .procs import signal_all, wait_gone
 from .shm import own_shm
 from .stats import Meter
@@ -56,6 +57,9 @@ class Root(Node):
     def on_stats_done(self) -> None:
         self.stats_done = True
 
+    def on_output(self, msg) -> None:
+        self.output(msg)
+
 
 class RootScheduler:
     """Owns the process tree of one ``Runtime``."""
@@ -79,6 +83,10 @@ class RootScheduler:
         self.view = None                   # (leaves at work, leaves, steals answered
         #                                    here), for dac.progress's thread
         self._view_due = 0.0
+        # where the lines tasks print go (stealing.output): written here, or passed
+        # on by a warm tree's server to the script that holds the tree
+        self.printer = Printer(prefix_default(), socket.gethostname())
+        self.output = self.printer.write
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -112,6 +120,7 @@ class RootScheduler:
         node.leaf_slots = len(self.plan.leaves())
         node.stats_done = False
         node.name_call = self._name_call
+        node.output = lambda msg: self.output(msg)
         self.node = node
         node.before_spawn = self._check_lost_now
         node.spawn_children(self.plan.to_dict())
@@ -153,6 +162,7 @@ class RootScheduler:
     def begin_job(self) -> None:
         self.job_id += 1
         self.node.errors = []
+        self.printer.new_run()
 
     def open_stream(self) -> None:
         """The first tasks of a job come in several ``feed`` calls while the root is
@@ -306,10 +316,9 @@ class RootScheduler:
     def _name_call(self, payload: bytes, err):
         """``err`` (a ``LostProcessError`` a node reported) naming the task's call,
         which only the root can read from its payload."""
-        from .errors import LostProcessError
         call = self.executor.task_failure(payload, err, "", err.where).task
         return LostProcessError(err.role, err.pid, err.host, err.how, err.exit_code,
-                                err.signal, task=call)
+                                err.signal, task=call, traceback=err.remote_traceback)
 
     def check_lost(self) -> None:
         """Raise ``LostProcessError`` if a monitor recorded a lost process (at most every
@@ -330,7 +339,9 @@ class RootScheduler:
         raise LostProcessError(first["role"], first["pid"], first["host"],
                                describe_loss(first),
                                exit_code=code if code >= 0 else None,
-                               signal=-code if code < 0 else None)
+                               signal=-code if code < 0 else None,
+                               traceback=last_frames(str(first.get("traceback", "")),
+                                                     MAX_FRAMES))
 
     def end_job(self) -> list:
         """Per-process statistics of the job (root first)."""
@@ -400,6 +411,8 @@ class RootScheduler:
                         pids.extend(msg.pids)
                     elif tag == P.READY:
                         pids.extend(p.pid for p in msg.processes)
+                    elif tag == P.OUTPUT:
+                        node.on_output(msg)
                     elif tag == P.LOST:
                         node.lose_child(node.child_of(node.comms[index], source))
             clean = node.stopping == 0

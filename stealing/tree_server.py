@@ -58,6 +58,7 @@ class TreeServer:
         self.runs = self.scripts = self.restarts = 0
         self.down_by: _Client | None = None
         self.started = time.time()
+        self.output: list = []      # OUTPUT messages for the holder, sent with answers
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -82,6 +83,7 @@ class TreeServer:
 
     def _fresh_tree(self):
         sched = self.make_scheduler()
+        sched.output = self.output.append       # what tasks print goes to the holder
         sched.start()
         sched.wait_ready()
         return sched
@@ -172,9 +174,17 @@ class TreeServer:
 
     def _reply(self, client: _Client, msg) -> None:
         try:
+            if client is self.active:
+                self._send_output(client)
             W.send_msg(client.sock, msg)
         except OSError:
             self._gone(client)
+
+    def _send_output(self, client: _Client) -> None:
+        """What the holder's tasks printed: sent only while it waits for an answer
+        (it reads everything before the answer), so neither side blocks the other."""
+        while self.output:
+            W.send_msg(client.sock, self.output.pop(0))
 
     # requests ------------------------------------------------------------------------
     def _handle(self, client: _Client, msg) -> None:
@@ -278,6 +288,11 @@ class TreeServer:
                 return self._failed()
             got.update(more)
             self.fed.difference_update(more)
+            if self.output:
+                try:
+                    self._send_output(client)
+                except OSError:
+                    return None             # it died: the main loop sees it
             if got and (wanted is None or any(t in got for t in wanted)):
                 return W.Results(got)
             if end is not None and time.monotonic() >= end:
@@ -325,6 +340,7 @@ class TreeServer:
         if self.active is not None and self.active.sock.fileno() >= 0:
             self.active.sock.close()
         self.active = None
+        self.output.clear()             # printed by a script that let go
         while self.queue and self.active is None:
             self._lend(self.queue.pop(0))
 
@@ -360,6 +376,9 @@ class TreeServer:
                     waiting=[c.pid for c in self.queue],
                     cpu_s=round(usage.ru_utime + usage.ru_stime, 3),
                     processes=self.sched.processes() if self.sched else [])
+        if self.sched is not None:      # the shape now: grow and shrink change it
+            roles = [p["role"] for p in info["processes"]]
+            info.update(leaves=roles.count("leaf"), routers=roles.count("router"))
         return info
 
 

@@ -60,10 +60,11 @@ def test_mixed_run_with_a_simulated_gpu_leaf():
 
 
 def test_a_gpu_topology_without_a_gpu_says_so():
-    with pytest.raises(dac.TaskError) as info:
+    with pytest.raises(dac.ProcessError) as info:
         dac.run(programs.queens_gpu, 6, 0, 0, 0, procs=1, gpus=1, depth=2)
     err = info.value
-    assert err.type_name == "GPUUnavailable"
+    assert err.type_name == "GPUUnavailable" and err.role == "leaf"
+    assert err.doing == "starting CUDA on GPU 0"
     assert "has no usable CUDA GPU for GPU leaf 0" in str(err)
     assert "--gpu-simulate" in str(err)
     assert dac.run(programs.fib, 12, procs=1) == 144       # the next run works

@@ -192,6 +192,41 @@ def test_a_failing_task_is_the_scripts_error_and_the_tree_goes_on(up_tree):
     assert up_tree.status()["restarts"] == 1        # its leaf waited to be stopped
 
 
+def test_a_process_error_ends_that_job_only(up_tree):
+    """A leaf that cannot load a script's functions says why; the tree stays up (its
+    leaves are spawned afresh once the script lets go) and the next script runs."""
+    script = os.path.join(ROOT, "tests", "scripts", "unbuildable_kernel.py")
+    code, out, err = up_tree.command(sys.executable, script, "--catch")
+    assert code == 0, err
+    first, second = out.splitlines()[:2]
+    assert first.startswith("ProcessError|leaf|loading the job's functions|")
+    assert second == "next 610"
+    assert "attached to the warm tree" in err
+    again, _ = up_tree.client("fib", "15")
+    assert again["result"] == 610 and again["attached"] is True
+    assert up_tree.status()["restarts"] == 1
+
+
+def test_what_tasks_print_reaches_the_attached_script(up_tree):
+    script = os.path.join(ROOT, "tests", "scripts", "task_prints.py")
+    code, out, err = up_tree.command(sys.executable, script, "30")
+    assert code == 0, err
+    lines = [l for l in (out + err).splitlines() if ") line 00" in l]
+    assert len(lines) == 30 and all(l.startswith("(leaf ") for l in lines)
+    assert "total 30" in err and "attached to the warm tree" in err
+
+
+def test_dac_status_shows_the_shape_after_grow_and_shrink(up_tree):
+    code, out, err = up_tree.dac("grow", "2")
+    assert code == 0, err
+    assert up_tree.status()["leaves"] == 4
+    code, out, err = up_tree.dac("status")
+    assert "4 leaves" in out
+    code, out, err = up_tree.dac("shrink", "2")
+    assert code == 0, err
+    assert up_tree.status()["leaves"] == 2
+
+
 def test_an_edited_module_runs_its_new_code(up_tree, tmp_path):
     work = tmp_path / "work"
     work.mkdir()

@@ -1,6 +1,6 @@
 """What the thesis benchmarks share: paths to this checkout's dac and the examples, a
 table printer with the thesis' figures beside ours, and figures written with
-matplotlib when it is installed (``pip install 'dac[plot]'``; without it the table
+matplotlib when it is installed (``pip install matplotlib``; without it the table
 is printed and the figure skipped, with a note)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def figure(path: str | None, draw) -> str:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return f"figure {path} skipped: it needs matplotlib (pip install 'dac[plot]')"
+        return f"figure {path} skipped: it needs matplotlib (pip install matplotlib)"
     fig = draw(plt)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
