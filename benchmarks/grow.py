@@ -53,9 +53,12 @@ def one_run(way: str, leaves: int, depth: int, ms: float, at: float) -> dict:
         if way == "grow":
             timer = threading.Timer(at, rt.grow, args=(leaves - half,))
             timer.start()
-        report = rt.run_report(nap_tree, depth, ms)
-        if timer is not None:
-            timer.join()
+        try:
+            report = rt.run_report(nap_tree, depth, ms)
+        finally:                        # Ctrl-C: no growing a tree that is gone
+            if timer is not None:
+                timer.cancel()
+                timer.join()
     assert report.result == 2 ** depth, report.result
     added = [p for p in report.stats["processes"] if p.get("joined") == "grow"]
     return {"way": way, "elapsed_s": report.elapsed_s,

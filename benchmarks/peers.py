@@ -32,6 +32,7 @@ Exit status: 0 (figures are reported, not asserted), 1 on a wrong solution count
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -150,13 +151,25 @@ def launch(way, n, mode, env) -> tuple:
     cmd = [sys.executable, os.path.abspath(__file__), "--way", way, "--board", str(n),
            "--mode", mode]
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=900)
+    # in a session of its own: an MPICH launcher ends its whole process group when
+    # interrupted, and this process must live on to take the warm tree down
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=900)
+    except BaseException:               # Ctrl-C, or the timeout: end the way's run
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        raise
     seconds = time.perf_counter() - t0
-    if res.returncode != 0:
-        raise RuntimeError(f"{way} N={n} {mode} failed ({res.returncode}):\n"
-                           f"{res.stderr[-3000:]}")
-    return seconds, json.loads(res.stdout.strip().splitlines()[-1])
+    if proc.returncode != 0:
+        raise RuntimeError(f"{way} N={n} {mode} failed ({proc.returncode}):\n"
+                           f"{err[-3000:]}")
+    return seconds, json.loads(out.strip().splitlines()[-1])
 
 
 def environments(folder: str) -> tuple:

@@ -36,11 +36,8 @@ def dumps(obj, what) -> bytes:
         return pickle.dumps(obj, PROTOCOL)
     except Exception:                                       # noqa: BLE001
         pass
-    try:
-        return _by_value(obj, source=False)
-    except Exception as exc:                                # noqa: BLE001
-        raise SerializationError(f"{what} cannot be pickled to send it to another "
-                                 f"process: {type(exc).__name__}: {exc}") from exc
+    return _by_value(obj, lambda: f"{what} cannot be pickled to send it to another "
+                                  f"process", source=False)
 
 
 class _ScriptNoter(pickle.Pickler):
@@ -116,12 +113,9 @@ def script_key(name: str, obj) -> str:
 
 def script_entry(name: str, obj) -> bytes:
     """A class or function of the script, by value, for the leaves' ``__main__``."""
-    try:
-        return _by_value(obj)
-    except Exception as exc:                                # noqa: BLE001
-        raise SerializationError(f"{name}, a {type(obj).__name__} of the script that "
-                                 f"task arguments refer to, cannot be pickled to send "
-                                 f"it to the leaves: {type(exc).__name__}: {exc}") from exc
+    return _by_value(obj, lambda: f"{name}, a {type(obj).__name__} of the script that "
+                                  f"task arguments refer to, cannot be pickled to send "
+                                  f"it to the leaves")
 
 
 def dumps_function(sf) -> bytes:
@@ -134,18 +128,19 @@ def dumps_function(sf) -> bytes:
     its Python source function and is compiled in the leaf with a cache again
     (``dac.kernels``), which finds the script's own.
     """
-    try:
-        return _by_value(sf)
-    except Exception as exc:                                # noqa: BLE001
-        raise SerializationError(f"@spawn function {sf.__qualname__} cannot be pickled "
-                                 f"to send it to the leaves: {type(exc).__name__}: "
-                                 f"{exc}") from exc
+    return _by_value(sf, lambda: f"@spawn function {sf.__qualname__} cannot be "
+                                 f"pickled to send it to the leaves")
 
 
-def _by_value(obj, source: bool = True) -> bytes:
-    """``obj`` pickled by ``script_pickler`` (see ``_make_script_pickler``)."""
+def _by_value(obj, failure, source: bool = True) -> bytes:
+    """``obj`` pickled by ``script_pickler`` (see ``_make_script_pickler``); if it
+    cannot be, a ``SerializationError`` starting with ``failure()`` (a message is
+    made only then: naming a call formats its arguments)."""
     buf = io.BytesIO()
-    script_pickler(buf, source).dump(obj)
+    try:
+        script_pickler(buf, source).dump(obj)
+    except Exception as exc:                                # noqa: BLE001
+        raise SerializationError(f"{failure()}: {type(exc).__name__}: {exc}") from exc
     return buf.getvalue()
 
 

@@ -1,10 +1,11 @@
 """Fibonacci by naive recursion, the classic divide-and-conquer demo.
 
     python examples/fib.py 32
-    python examples/fib.py 35 --cutoff 25   # calls with n < 25 are tasks
+    python examples/fib.py 35 --depth 6     # calls at recursion depth 6 are tasks
 
-Each call spawns two children and adds their values. Calls at the spawn depth (or under
-the cutoff) are tasks; a leaf solves each with the numba function ``fib_leaf``.
+Each call spawns two children and adds their values. Calls at the spawn depth (chosen
+by the run unless ``--depth`` says) are tasks; a leaf solves each with the numba
+function ``fib_leaf``.
 """
 
 import argparse

@@ -7,7 +7,8 @@ root expanding to a spawn depth), almost all the work sits in the one task that 
 the rest of the spine, so a task farm runs it serially; a work stealer (every spawn
 stealable) runs the pieces of work beside the spine. `benchmarks/spine.py` measures it.
 
-    python examples/spine.py [LEVELS [MS]]      # default 300 levels of 3 ms
+    python examples/spine.py                 # LEVELS MS: default 300 levels of 3 ms
+    python examples/spine.py 100 1           # 100 levels of 1 ms
 """
 
 import sys

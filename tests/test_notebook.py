@@ -17,44 +17,24 @@ nbformat = pytest.importorskip("nbformat", reason="the notebook test needs nbfor
 nbclient = pytest.importorskip("nbclient", reason="the notebook test needs nbclient "
                                "(the test extra)")
 
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
+
+
+def _kernel_cell() -> str:
+    """unbuildable_kernel.py without its ``__main__`` part: a ``leaf=`` kernel whose
+    global unpickles only in the process that made it (here: the Jupyter kernel)."""
+    with open(os.path.join(SCRIPTS, "unbuildable_kernel.py")) as f:
+        return f.read().split('if __name__ == "__main__":')[0] + "state = 42\n"
+
+
 CELLS = [
-    # 0: a kernel whose global unpickles only in this kernel's process
-    '''import os
-from numba import njit
-import dac
-from dac import spawn, sync
-KERNEL_PID = os.getpid()
-def _rebuild(value, pid):
-    if os.getpid() != pid:
-        raise RuntimeError(f"LIMIT unpickles only in pid {pid}")
-    return Limit(value)
-class Limit(int):
-    def __reduce__(self):
-        return (_rebuild, (int(self), KERNEL_PID))
-LIMIT = Limit(1000)
-@njit(cache=True)
-def small_sum(n):
-    total = 0
-    for i in range(n):
-        total += i % LIMIT
-    return total
-@spawn(leaf=small_sum)
-def total(n):
-    if n < 100:
-        return small_sum(n)
-    a, b = sync(total(n // 2), total(n - n // 2))
-    return a + b
-state = 42''',
+    # 0: the kernel that cannot be rebuilt in a leaf, and some state
+    _kernel_cell(),
     # 1: fails
     "dac.run(total, 1600, procs=2, depth=2, root_helps=False)",
     # 2: the same kernel runs the next run
-    '''@spawn
-def fib(n):
-    if n < 2:
-        return n
-    return sum(sync([fib(n - 1), fib(n - 2)]))
-print("fib", dac.run(fib, 15, procs=2), "state", state)''',
-    # 3: a kernel of a cell, cached by its code on the leaves; tasks print
+    'print("fib", dac.run(plain, 15, procs=2), "state", state)',
+    # 3: a kernel of a cell, cached; tasks print
     '''@njit(cache=True)
 def cube(n):
     return n * n * n
