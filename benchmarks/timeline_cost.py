@@ -37,10 +37,11 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.n, args.repeat = 10, 1
-    page = os.path.join(tempfile.mkdtemp(prefix="dac-timeline-"), "run.html")
+    folder = tempfile.TemporaryDirectory(prefix="dac-timeline-")
+    page = os.path.join(folder.name, "run.html")
     times = {"without": [], "with": []}
     writes = []
-    with dac.Runtime(preload=["nqueens_kernels"]) as rt:
+    with folder, dac.Runtime(preload=["nqueens_kernels"]) as rt:
         rt.run(queens, 8, 0, 0, 0)              # every leaf ready, kernels loaded
         for _ in range(args.repeat):
             for way in ("without", "with"):
@@ -52,7 +53,7 @@ def main() -> int:
                 times[way].append(report.elapsed_s)
                 if way == "with":
                     writes.append(whole - report.elapsed_s)
-    size = os.path.getsize(page)
+        size = os.path.getsize(page)
     base = statistics.median(times["without"])
     cost = statistics.median(times["with"]) / base - 1
     print(f"timeline cost, N-Queens {args.n}, {args.repeat} interleaved runs each:")
