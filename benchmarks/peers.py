@@ -158,12 +158,14 @@ def launch(way, n, mode, env) -> tuple:
     try:
         out, err = proc.communicate(timeout=900)
     except BaseException:               # Ctrl-C, or the timeout: end the way's run
-        os.killpg(proc.pid, signal.SIGINT)
         try:
+            os.killpg(proc.pid, signal.SIGINT)
             proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
+        except ProcessLookupError:      # it ended meanwhile
+            pass
         raise
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:

@@ -39,13 +39,22 @@ def read_tree(call):
         raise DacError(str(exc)) from None
 
 
-def find() -> dict | None:
+def find(strict: bool = True) -> dict | None:
     """The tree file of this user's warm tree if its server is alive, else None (a
-    file left by a server that died is removed)."""
-    info = read_tree(W.read_tree_file)
+    stale file, whose server is gone, is removed). A damaged or untrusted tree file
+    raises a ``DacError`` saying what is wrong, or with ``strict=False`` (a run
+    looking for a tree to attach to) is passed over with a note: it must not stop a
+    script that can spawn a tree of its own."""
+    try:
+        info = read_tree(W.read_tree_file)
+    except DacError as exc:
+        if strict:
+            raise
+        _note(f"{exc}; this run starts a tree of its own", once=str(exc))
+        return None
     if info is None:
         return None
-    if not alive(int(info["pid"])):
+    if not W.server_alive(info):
         W.remove_tree_file(info["folder"], info["pid"])
         return None
     return info
@@ -57,7 +66,7 @@ def attach(runtime):
     if runtime.options.get("attach") is False or \
             os.environ.get("DAC_ATTACH", "1").lower() in ("0", "no", "false", "off"):
         return None
-    info = find()
+    info = find(strict=False)
     if info is None:
         return None
     mismatch = _mismatch(info.get("shape"), runtime.tree_shape())

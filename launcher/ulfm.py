@@ -16,7 +16,11 @@ library only when ``MPI4PY_LIBMPI`` names it, and both wheels install a
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+
+from stealing.procs import descendants
+from stealing.losses import make_run_dir
 
 LIBMPI = os.path.join("lib", "libmpi.so.40")
 LAUNCHER = os.path.join("bin", "ompirun_wrapper")
@@ -78,17 +82,22 @@ def run_under_ulfm(argv: list) -> int:
     on); if the root could not say, the launcher's status is returned."""
     import signal
     import subprocess
-    import tempfile
     prefix = find_openmpi()
     env = ulfm_env(prefix)
-    fd, exit_file = tempfile.mkstemp(prefix="dac-exit-")
-    os.close(fd)
+    folder = make_run_dir("exit")
+    exit_file = os.path.join(folder, "status")
     env["DAC_EXIT_FILE"] = exit_file
     sys.stdout.flush()
     sys.stderr.flush()
-    proc = subprocess.Popen(ulfm_command(prefix, argv), env=env)
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    old_term = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    # the launcher in a session of its own: on Ctrl-C it would abort the job at once
+    # (the root could neither stop its tree nor say why); the signal goes to the root
+    proc = subprocess.Popen(ulfm_command(prefix, argv), env=env, start_new_session=True)
+
+    def pass_on(signum, _frame):
+        for pid in _roots(proc.pid):
+            os.kill(pid, signum)
+    old_int = signal.signal(signal.SIGINT, pass_on)
+    old_term = signal.signal(signal.SIGTERM, pass_on)
     try:
         code = proc.wait()
     finally:
@@ -97,10 +106,26 @@ def run_under_ulfm(argv: list) -> int:
         try:
             with open(exit_file) as f:
                 said = f.read().strip()
-            os.unlink(exit_file)
         except OSError:
             said = ""
+        shutil.rmtree(folder, ignore_errors=True)
     return int(said) if said.lstrip("-").isdigit() else code
+
+
+def _roots(launcher: int) -> list:
+    """The root of the run below Open MPI's ``launcher`` (``ulfm_main``'s process)."""
+    found = []
+    for pid in descendants([launcher]):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        # (the launcher's own command line names the root's too)
+        if pid != launcher and len(args) > 2 and args[1] == b"-c" and \
+                b"ulfm_main" in args[2]:
+            found.append(pid)
+    return found
 
 
 def report_exit(code: int) -> None:

@@ -67,11 +67,14 @@ class Bell:
         except OSError:
             return None
 
-    def sleep(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``; True if rung (the rings are taken)."""
-        ready, _, _ = select.select([self.sock], [], [], seconds)
+    def sleep(self, seconds: float, alarms=()) -> bool | None:
+        """Sleep up to ``seconds``; True if rung (the rings are taken), None if one
+        of ``alarms`` (file descriptors) is ready first, else False."""
+        ready, _, _ = select.select([self.sock, *alarms], [], [], seconds)
         if not ready:
             return False
+        if self.sock not in ready:
+            return None
         try:
             while self.sock.recv(64):
                 pass

@@ -26,6 +26,7 @@ spawns come back in RETURN messages (``Executor.deliver``).
 from __future__ import annotations
 
 import enum
+import os
 import signal
 import sys
 import time
@@ -246,8 +247,9 @@ class Leaf:
                                                   self.imported),
                             started_at=round(time.time(), 3))
             rec = self.meter.record
+            monitor = 0 if self.one_shot else os.getppid()
             self.send(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "leaf",
-                                                  time.time(), self.shm)]))
+                                                  time.time(), self.shm, monitor)]))
 
     def new_script(self, env: dict) -> None:
         """Another script attached to this warm leaf: its functions replace the last
@@ -259,7 +261,7 @@ class Leaf:
         self.executor.forget_script()
         if self.script_modules is None:
             self.script_modules = ScriptModules(keep=self.preloaded)
-        self.script_modules.refresh()
+        self.script_modules.refresh(env.get("sys_path"))
         adopt(env)
 
     # the work loop -------------------------------------------------------------

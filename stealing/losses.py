@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import tempfile
+
+from .procs import same_process, start_time
+from .shm import mapped_shm, sweep_hydra_files, unlink_shm
+from .userdirs import check, problem, runs_dir
 
 
 def describe_loss(record: dict) -> str:
-    """How a process ended, in words: ``killed by signal 11 (SIGSEGV)``."""
+    """How a process ended, in words: ``killed by signal 11 (SIGSEGV)`` (or the
+    record's own ``how``: a loss the root saw itself, ``stealing.watch``)."""
+    if isinstance(record.get("how"), str):
+        return record["how"]
     code = record["code"]
     if code < 0:
         try:
@@ -27,19 +36,30 @@ def describe_loss(record: dict) -> str:
 
 
 def make_run_dir(kind: str = "run") -> str:
-    """A private folder of this process: ``<tmp>/dac-runs-<uid>/<pid>-<kind>-*`` (a
-    root's run records, its ``mpiexec`` launcher). Folders of processes that no longer
-    live (killed before they could clean up) go."""
-    import shutil
-    import tempfile
-    base = os.path.join(tempfile.gettempdir(), f"dac-runs-{os.getuid()}")
-    os.makedirs(base, mode=0o700, exist_ok=True)
+    """A private folder of this process, ``<runs>/<pid>-<start>-<kind>-*`` in the
+    user's state folder (``stealing.userdirs``): a root's run records, its
+    ``mpiexec`` launcher. Folders of processes that no longer run (killed before they
+    could clean up; a pid reused since counts as gone) go first, with the MPI
+    shared-memory files their processes listed and no one maps any more."""
+    base = runs_dir()
+    stale = False
     for name in os.listdir(base):
-        pid = name.split("-", 1)[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            _remove_listed_shm(os.path.join(base, name))
-            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-    return tempfile.mkdtemp(prefix=f"{os.getpid()}-{kind}-", dir=base)
+        pid, _, rest = name.partition("-")
+        started = rest.partition("-")[0]
+        if not pid.isdigit():
+            continue
+        if started.isdigit() and same_process(int(pid), int(started)):
+            continue
+        folder = os.path.join(base, name)
+        if problem(folder) is None:
+            _remove_listed_shm(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+            stale = True
+    if stale:                   # a run was killed: its process manager's files too
+        sweep_hydra_files()
+    me = os.getpid()
+    return tempfile.mkdtemp(prefix=f"{me}-{start_time(me)}-{kind}-", dir=check(
+        base, "runs folder"))
 
 
 def note_shm(run_dir: str | None, names) -> None:
@@ -56,7 +76,6 @@ def note_shm(run_dir: str | None, names) -> None:
 
 
 def _remove_listed_shm(folder: str) -> None:
-    from .shm import mapped_shm, unlink_shm
     names = []
     try:
         for entry in os.listdir(folder):
@@ -85,7 +104,21 @@ def read_lost_records(run_dir: str) -> list:
     for name in names:
         try:
             with open(os.path.join(run_dir, name)) as f:
-                out.append(json.load(f))
+                record = json.load(f)
         except (OSError, ValueError):
             continue
+        if _valid_record(record):
+            out.append(record)
     return sorted(out, key=lambda r: r["time"])
+
+
+_RECORD = {"pid": int, "host": str, "role": str, "code": int, "tid": int,
+           "time": (int, float)}
+
+
+def _valid_record(record) -> bool:
+    """A record has the fields a monitor writes, of their types (and a traceback, if
+    any, is text)."""
+    return isinstance(record, dict) and \
+        all(isinstance(record.get(k), t) for k, t in _RECORD.items()) and \
+        isinstance(record.get("traceback", ""), str)

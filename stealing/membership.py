@@ -171,17 +171,18 @@ class Membership:
                 self.meter.record.get("leaves_added", 0) + 1
         return added
 
+    def shrinkable(self) -> list:
+        """The leaves ``shrink`` may let go, newest first: those with a link of their
+        own (added by ``grow``, or any leaf under fault tolerance), not leaving."""
+        return [child for child in reversed(self.children)
+                if child.role == "leaf" and child.comm is not None and not child.leaving
+                and sum(c.comm is child.comm for c in self.children) == 1]
+
     def shrink(self, count: int) -> list:
-        """Let ``count`` leaves go (``Runtime.shrink``), the newest first, among those
-        with a link of their own: each is told to stop, and every task it held is
-        given to the others at once (a task it was running starts again elsewhere)."""
-        going = []
-        for child in reversed(self.children):
-            if len(going) == count:
-                break
-            if child.role == "leaf" and child.comm is not None and not child.leaving \
-                    and sum(c.comm is child.comm for c in self.children) == 1:
-                going.append(child)
+        """Let ``count`` leaves go (``Runtime.shrink``), the newest first, among
+        ``shrinkable``: each is told to stop, and every task it held is given to the
+        others at once (a task it was running starts again elsewhere)."""
+        going = self.shrinkable()[:count]
         for child in going:
             _tasks, actions = self.policy.lose_child(child.index, left=True)
             child.leaving = True

@@ -24,11 +24,12 @@ import shutil
 import sys
 import threading
 
-_state = {"MPI": None, "broken": None, "shim_dir": None, "path": None}
+_state = {"MPI": None, "broken": None, "shim_dir": None, "path": None, "owner": None,
+          "forked": False, "loopback": False}
 lock = threading.RLock()     # MPI runs serialized: one thread at a time drives the tree
 
 
-from .shm import own_shm, sweep_unused_shm, unlink_shm
+from .shm import own_shm, sweep_hydra_files, sweep_unused_shm, unlink_shm
 
 
 class MPIBroken(RuntimeError):
@@ -57,9 +58,11 @@ def find_mpiexec() -> str | None:
 
 
 _SHIM = """#!{python} -S
-# dac: the MPI singleton's process manager, in a session of its own (see stealing/mpi.py)
+# dac: the MPI singleton's process manager, in a session of its own (see stealing/mpi.py),
+# without the descriptors of the user's process (MPI's sockets would live on in it)
 import os, sys
 os.setsid()
+os.closerange(3, os.sysconf("SC_OPEN_MAX"))
 os.execv({mpiexec!r}, [{mpiexec!r}] + sys.argv[1:])
 """
 
@@ -85,7 +88,7 @@ def _install_shim() -> None:
 
 def _remove_shim() -> None:
     folder, _state["shim_dir"] = _state["shim_dir"], None
-    if folder is None:
+    if folder is None or _state["forked"]:      # (the parent's folder, not a child's)
         return
     if os.environ.get("PATH", "").startswith(folder + os.pathsep):
         old = _state["path"]
@@ -102,8 +105,11 @@ def after_spawn() -> None:
         _remove_shim()
 
 
-def init_mpi():
+def init_mpi(this_host_only: bool = False):
     """Import mpi4py in the root, which initializes MPI (a singleton under python).
+    ``this_host_only``: the first tree has every process on this machine, so MPI's
+    network layer listens on loopback only (``UCX_NET_DEVICES=lo``, unless set; see
+    ``loopback``).
 
     UCX (MPICH's network layer) warns at disconnect about messages nobody received,
     e.g. a STOP that crossed a spawn-per-batch leaf's last results; that is expected
@@ -115,6 +121,10 @@ def init_mpi():
     if _state["MPI"] is not None:
         return _state["MPI"]
     os.environ.setdefault("UCX_LOG_LEVEL", "error")
+    if this_host_only and os.environ.get("DAC_LOOPBACK", "1") != "0" and \
+            "UCX_NET_DEVICES" not in os.environ and not ulfm_active():
+        os.environ["UCX_NET_DEVICES"] = "lo"
+        _state["loopback"] = True
     import mpi4py
     if "mpi4py.MPI" not in sys.modules:
         mpi4py.rc.threads = True
@@ -123,6 +133,8 @@ def init_mpi():
     _install_shim()
     from mpi4py import MPI
     _state["MPI"] = MPI
+    _state["owner"] = os.getpid()
+    os.register_at_fork(after_in_child=_forked)
     atexit.register(_finalize)
     _exit_cleanly_on_sigterm()
     return MPI
@@ -142,11 +154,40 @@ def _exit_cleanly_on_sigterm() -> None:
 def _on_sigterm(signum, frame):
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_DFL)      # a second one ends it at once
+    print(f"dac: stopped by SIGTERM (pid {os.getpid()}); ending every process of its "
+          f"runs", file=sys.stderr, flush=True)
     raise SystemExit(128 + signum)
+
+
+def _forked() -> None:
+    """A child forked from this process after MPI started: the MPI state it
+    inherited is its parent's, which it must never use or finalize."""
+    _state["forked"] = True
+
+
+def forked_child() -> bool:
+    """This process was forked from the one that started MPI (``check_usable``)."""
+    return _state["forked"]
+
+
+def check_reach(hosts) -> None:
+    """Refuse a tree on other hosts in a process whose MPI listens on loopback only
+    (its first tree was on this machine: ``init_mpi``)."""
+    if _state["loopback"] and hosts:
+        raise MPIBroken(
+            f"MPI in this process listens on loopback only (its first tree ran on this "
+            f"machine alone), so it cannot reach {', '.join(sorted(hosts)[:3])}: run "
+            f"trees on other hosts from a new process, or set DAC_LOOPBACK=0")
 
 
 def check_usable() -> None:
     """Raise ``MPIBroken`` when this process must not spawn again."""
+    if _state["forked"]:
+        raise MPIBroken(
+            f"this process (pid {os.getpid()}) was forked from pid {_state['owner']} "
+            f"after MPI started there, and MPI cannot be used in a forked child: run "
+            f"dac in the parent, or start the child with multiprocessing's 'spawn' or "
+            f"'forkserver' method (or a new Python process)")
     if _state["broken"] is not None:
         raise MPIBroken(
             f"MPI in this process can no longer start processes: an earlier run lost "
@@ -169,11 +210,12 @@ def mark_broken(what: str, shm_names=(), since: float | None = None) -> None:
         deadline = time.monotonic() + 2.0
         while sweep_unused_shm(since) and time.monotonic() < deadline:
             time.sleep(0.1)
+    sweep_hydra_files()
 
 
 def _finalize() -> None:
     MPI = _state["MPI"]
-    if MPI is None or _state["broken"] is not None:
+    if MPI is None or _state["broken"] is not None or _state["forked"]:
         return
     try:
         if MPI.Is_initialized() and not MPI.Is_finalized():

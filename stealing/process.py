@@ -28,7 +28,7 @@ import sys
 import time
 
 from .losses import lost_record_path, note_shm
-from .procs import alive
+from .procs import alive, descendants, signal_all, table
 
 # the child's status, shared with the monitor: current task id, finished flag, role,
 # the root's pid when the root runs on this host (else 0)
@@ -94,14 +94,10 @@ def _monitor(child: int, status: Status, run_dir: str | None) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
     ended_it = False
-    while True:
-        try:
-            pid, raw = os.waitpid(child, os.WNOHANG)
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            os._exit(1)
-        if pid:
+    raw = None
+    while raw is None:
+        raw = _reap(child)
+        if raw is not None:
             break
         root = status.root_pid
         if root and not ended_it and not alive(root):
@@ -109,6 +105,7 @@ def _monitor(child: int, status: Status, run_dir: str | None) -> None:
             ended_it = True
             os.kill(child, signal.SIGKILL)
         signal.sigtimedwait({signal.SIGCHLD}, ROOT_CHECK_S)
+    _end_orphans()
     code = os.waitstatus_to_exitcode(raw)
     tid, finished, role = status.read()
     if not finished:
@@ -133,6 +130,50 @@ def _monitor(child: int, status: Status, run_dir: str | None) -> None:
     os._exit(code if code >= 0 else 128 - code)
 
 
+def _reap(child: int):
+    """Reap every child that ended (orphans a task left come here too: the monitor is
+    their subreaper); the wait status of ``child`` once it ended, else None."""
+    found = None
+    while True:
+        try:
+            pid, raw = os.waitpid(-1, os.WNOHANG)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return found if found is not None else 0
+        if not pid:
+            return found
+        if pid == child:
+            found = raw
+
+
+def _end_orphans(wait_s: float = 2.0) -> None:
+    """Processes a task started (and left behind) end with their leaf: they were
+    reparented to this monitor, so each is killed with everything below it."""
+    me = os.getpid()
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        left = [pid for pid, (_name, parent) in table().items() if parent == me]
+        if not left:
+            return
+        signal_all(descendants(left), signal.SIGKILL)
+        _reap(-1)
+        time.sleep(0.01)
+
+
+def _prctl(option: int, value: int) -> None:
+    """Linux's prctl(option, value), where there is one (a no-op elsewhere)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+PR_SET_PDEATHSIG = 1            # the signal a process gets when its parent ends
+PR_SET_CHILD_SUBREAPER = 36     # orphans below a process are reparented to it
+
+
 def main() -> None:
     started = time.time()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -140,9 +181,16 @@ def main() -> None:
     status = Status()
     sys.stdout.flush()
     sys.stderr.flush()
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    monitor = os.getpid()
     child = os.fork()
     if child:
         _monitor(child, status, run_dir)
+    # the child dies with its monitor (killed with it, nothing would record its loss)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != monitor:
+        os._exit(1)
+    _prctl(PR_SET_CHILD_SUBREAPER, 0)
     _empty_stdin()
     try:
         _work(status, run_dir, started)

@@ -18,6 +18,26 @@ def alive(pid: int) -> bool:
         return False
 
 
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``), or None
+    when it is not running: with the pid, it names one process for good (a pid is
+    reused, a pid and its start time are not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def same_process(pid: int, started) -> bool:
+    """``pid`` runs and is the process that started at ``started`` (a
+    ``start_time``); False for a pid reused since."""
+    return isinstance(started, int) and start_time(pid) == started
+
+
 def signal_all(pids, sig) -> None:
     """Send ``sig`` to those of ``pids`` still alive (never to this process)."""
     me = os.getpid()

@@ -132,6 +132,7 @@ class Process(NamedTuple):
     role: str           # "router" or "leaf"
     time: float         # wall clock (time.time()) when it was ready
     shm: list           # its MPI shared-memory segments (removed if the run breaks)
+    monitor: int = 0    # its monitor's pid (0: a spawn-per-batch leaf, not watched)
 
 
 class Ready(NamedTuple):

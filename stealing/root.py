@@ -15,14 +15,15 @@ import sys
 import time
 
 from . import protocol as P
-from .errors import MAX_FRAMES, LostProcessError, last_frames
+from .errors import MAX_FRAMES, DacError, LostProcessError, last_frames
 from .losses import describe_loss, make_run_dir, note_shm, read_lost_records
-from .mpi import init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
+from .mpi import check_reach, init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
 from .node import Node
 from .output import Printer, prefix_default
 from .procs import signal_all, wait_gone
 from .shm import own_shm
 from .stats import Meter
+from .watch import Watch
 
 LOST_CHECK_S = 0.2      # how often a waiting root looks for lost processes
 
@@ -37,6 +38,7 @@ class Root(Node):
         here = socket.gethostname()
         for p in msg.processes:
             self.processes.append({"role": p.role, "pid": p.pid, "host": p.host})
+            self.watch.ready(p.role, p.pid, p.host, p.monitor)
             if p.host == here:
                 self.shm.update(p.shm)
             if p.role != "leaf":
@@ -86,11 +88,15 @@ class RootScheduler:
         # where the lines tasks print go (stealing.output): written here, or passed
         # on by a warm tree's server to the script that holds the tree
         self.printer = Printer(prefix_default(), socket.gethostname())
+        self.watch = Watch()               # the tree's monitors, MPI's process manager
         self.output = self.printer.write
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
-        MPI = init_mpi()
+        from .spawning import is_this_machine
+        away = {n.host for n in self.plan.walk() if not is_this_machine(n.host)}
+        MPI = init_mpi(this_host_only=not away)
+        check_reach(away)
         from .trace import open_trace
         from .waiting import Mailbox
         self.started_at = time.time()
@@ -112,6 +118,7 @@ class RootScheduler:
         mailbox.trace = open_trace("root")
         from .bell import Bell, bell_name
         mailbox.bell = Bell.open(bell_name(os.getpid(), ()))
+        mailbox.alarms = self.watch.alarms
         node = Root(MPI, mailbox, meter, params, config, parent=None)
         node.collected, node.ready, node.startup_end, node.last_ready = {}, 0, None, 0.0
         node.leaf_pids = []
@@ -121,9 +128,11 @@ class RootScheduler:
         node.stats_done = False
         node.name_call = self._name_call
         node.output = lambda msg: self.output(msg)
+        node.watch = self.watch
         self.node = node
         node.before_spawn = self._check_lost_now
         node.spawn_children(self.plan.to_dict())
+        self.watch.note_managers()
         note_shm(self.run_dir, own_shm())       # MPI made the root's own segment now
 
     @property
@@ -248,6 +257,7 @@ class RootScheduler:
         node = self.node
         ready = node.ready
         node.grow(count, host, self.plan.cluster)
+        self.watch.note_managers()
         node.leaf_slots += count
         end = time.monotonic() + wait_s
         while node.ready < ready + count and time.monotonic() < end:
@@ -255,10 +265,24 @@ class RootScheduler:
 
     def shrink(self, count: int) -> int:
         """Let ``count`` leaves with links of their own go (the newest first, added
-        ones before the tree's own under fault tolerance); returns how many go."""
+        ones before the tree's own under fault tolerance); returns how many go. More
+        than that is refused whole (``check_shrink``)."""
+        self.check_shrink(count)
         going = self.node.shrink(count)
+        self.watch.forget(p for c in going for p in c.pids)
         self.node.leaf_slots -= len(going)
         return len(going)
+
+    def check_shrink(self, count: int) -> None:
+        """Refuse, with what is possible, a shrink of more leaves than can go."""
+        can = len(self.node.shrinkable())
+        if count > can:
+            leaves = sum(1 for c in self.node.children if c.role in ("leaf", "slot")
+                         and not c.leaving and c.comm is not None)
+            raise DacError(f"shrink {count}: only {can} of the tree's {leaves} leaves "
+                           f"can be let go (those added by grow; every leaf under "
+                           f"fault tolerance, which gives each its own link); nothing "
+                           f"changed")
 
     def ask_change(self, kind: str, count: int, host: str | None = None) -> None:
         """``grow`` or ``shrink`` from another thread while a run drives the tree:
@@ -326,13 +350,17 @@ class RootScheduler:
         others are MPI's clean-up of the job after it. Under fault tolerance a lost
         process is its parent's business (``Node.lose_child``): nothing is raised."""
         now = time.monotonic()
-        if now < self._next_check or self.run_dir is None or \
-                self.settings.get("fault_tolerant"):
+        if self.run_dir is None or self.settings.get("fault_tolerant"):
+            return
+        seen = self.watch.look()            # what no monitor could record (cheap)
+        if seen is None and now < self._next_check:
             return
         self._next_check = now + LOST_CHECK_S
         records = read_lost_records(self.run_dir)
         if not records:
-            return
+            if seen is None:
+                return
+            records = [seen]
         first = records[0]
         self.lost = first
         code = first["code"]
@@ -373,6 +401,7 @@ class RootScheduler:
             self._abandon(node)
         else:
             self._stop_tree(node, grace, timeout)
+        self.watch.close()
         _remove_dir(self.run_dir)
 
     def _check_lost_now(self) -> None:
@@ -383,7 +412,8 @@ class RootScheduler:
         """After a loss MPICH ends the job: no message can go down the tree any more.
         End what is left of the processes dac started on this host, remove their
         shared memory, and never finalize or spawn again in this process."""
-        pids = [p for c in node.children for p in c.pids] + list(node.leaf_pids)
+        pids = [p for c in node.children for p in c.pids] + list(node.leaf_pids) + \
+            self.watch.pids()
         signal_all(pids, signal.SIGKILL)
         wait_gone(pids, 5.0)
         lost = self.lost

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from . import protocol as P
@@ -38,7 +39,8 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
     meter.keep(path=list(init.get("path", ())))
     rec = meter.record
     node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
-                                             time.time(), init.get("shm", []))]))
+                                             time.time(), init.get("shm", []),
+                                             os.getppid())]))
     while node.stopping != 0:
         got = mailbox.wait([parent] + node.comms, timeout=node.policy.retry_in(),
                            on_idle=watchdog,

@@ -15,15 +15,26 @@ import os
 import site
 import sys
 import sysconfig
+from importlib.machinery import PathFinder
+
+
+_adopted: list = []      # the sys.path entries the last script brought
 
 
 def adopt(env: dict) -> None:
-    """Take the script's ``sys_path`` (its entries first), ``argv``, ``cwd`` and
+    """Take the script's ``sys_path`` (its entries first, and those of the script
+    before it gone: two projects' folders never mix), ``argv``, ``cwd`` and
     ``recursion_limit``, each if given."""
-    for path in reversed(env.get("sys_path") or []):
-        if path in sys.path:
-            sys.path.remove(path)
-        sys.path.insert(0, path)
+    given = env.get("sys_path")
+    if given:
+        for path in _adopted:
+            if path in sys.path:
+                sys.path.remove(path)
+        _adopted[:] = [p for p in given if p not in sys.path]
+        for path in reversed(given):
+            if path in sys.path:
+                sys.path.remove(path)
+            sys.path.insert(0, path)
     if env.get("argv"):
         sys.argv = list(env["argv"])
     if env.get("cwd"):
@@ -79,18 +90,34 @@ class ScriptModules:
             if path is not None:
                 self.stamps[name] = _stamp(path)
 
-    def refresh(self) -> list:
-        """If a stamped module's file changed (or went), forget every stamped module
-        (a module that did not change may hold the old code of one that did);
-        returns the names forgotten."""
+    def refresh(self, sys_path: list | None = None) -> list:
+        """If a stamped module's file changed (or went), or with ``sys_path`` (the
+        next script's) the module's name would now load another file (another
+        project's module of the same name), forget every stamped module (a module
+        that did not change may hold the old code of one that did); returns the
+        names forgotten."""
         self.note()
-        if all(_stamp(st[0]) == st for st in self.stamps.values()):
+        if all(_stamp(st[0]) == st for st in self.stamps.values()) and \
+                (sys_path is None or not any(
+                    _moved(name, st[0], sys_path) for name, st in self.stamps.items()
+                    if "." not in name)):
             return []
         gone = list(self.stamps)
         for name in gone:
             sys.modules.pop(name, None)
         self.stamps = {}
         return gone
+
+
+def _moved(name: str, loaded: str, sys_path: list) -> bool:
+    """The top-level module ``name``, loaded from ``loaded``, would come from another
+    file (or from none) on ``sys_path``."""
+    try:
+        spec = PathFinder.find_spec(name, [p for p in sys_path if p])
+    except (ImportError, ValueError):
+        return True
+    origin = getattr(spec, "origin", None)
+    return not origin or os.path.realpath(origin) != loaded
 
 
 def _stamp(path: str) -> tuple:

@@ -1,32 +1,48 @@
-"""MPICH's shared-memory segments (``/dev/shm/mpich_shm_*``): which ones a process
-maps, and removing those a dead job left behind.
+"""The files MPI libraries leave when a job is killed: shared memory (``/dev/shm``) and
+MPICH's ``/tmp/hydra_hwloc_xmlfile_*``; which ones a process maps, and removing those
+a dead job left behind.
 
-MPICH removes a job's segments when its processes end normally; processes killed in
-the middle of a run (a crash and MPI's clean-up after it, a root killed by SIGKILL)
-leave them, a few MB each, until the machine reboots.
+MPICH (``mpich_shm_*``, ``mpich_shar_tmp*``) and UCX, its network layer and Open MPI's
+(``ucx_shm_posix_*``), remove a job's files when its processes end normally; processes
+killed in the middle of a run (a crash and MPI's clean-up after it, a root killed by
+SIGKILL) leave them, a few MB each, until the machine reboots. A name dac removes is
+checked against these exact patterns first (a name read back from a run's records
+could otherwise point anywhere: ``/dev/shm/mpich_shm_x/../../home/...``).
 """
 
 from __future__ import annotations
 
 import os
+import re
+
+FOLDER = "/dev/shm"
+PREFIXES = ("mpich_shm_", "mpich_shar_tmp", "ucx_shm_posix_")
+NAME = re.compile(r"/dev/shm/(?:mpich_shm_|mpich_shar_tmp|ucx_shm_posix_)[A-Za-z0-9_]+")
+
+
+def is_mpi_shm(name: str) -> bool:
+    """``name`` is a path of an MPI library's shared-memory file, exactly."""
+    return NAME.fullmatch(name) is not None
 
 
 def sweep_unused_shm(since: float) -> int:
-    """Remove this user's MPICH segments made after ``since`` that no live process
-    maps; returns how many such files are still mapped (their processes are ending)."""
-    folder, uid = "/dev/shm", os.getuid()
+    """Remove this user's MPI shared-memory files made after ``since`` that no live
+    process maps; returns how many such files are still mapped (their processes are
+    ending)."""
+    uid = os.getuid()
     try:
-        names = [n for n in os.listdir(folder) if n.startswith("mpich_shm_")]
+        names = [n for n in os.listdir(FOLDER) if n.startswith(PREFIXES)]
     except OSError:
         return 0
     fresh = []
     for n in names:
+        path = os.path.join(FOLDER, n)
         try:
-            st = os.stat(os.path.join(folder, n))
+            st = os.lstat(path)
         except OSError:
             continue
-        if st.st_uid == uid and st.st_mtime >= since - 1:
-            fresh.append(os.path.join(folder, n))
+        if st.st_uid == uid and st.st_mtime >= since - 1 and is_mpi_shm(path):
+            fresh.append(path)
     if not fresh:
         return 0
     used = mapped_shm()
@@ -34,39 +50,82 @@ def sweep_unused_shm(since: float) -> int:
     return sum(1 for p in fresh if p in used)
 
 
-def mapped_shm() -> set:
-    """``/dev/shm/mpich_shm_*`` files some live process of this machine maps."""
+def _shm_in_maps(path: str) -> set:
     names = set()
+    try:
+        with open(path) as f:
+            for line in f:
+                if "/dev/shm/" in line:
+                    name = line.split()[-1]
+                    if is_mpi_shm(name):
+                        names.add(name)
+    except OSError:
+        pass
+    return names
+
+
+def mapped_shm() -> set:
+    """MPI shared-memory files some live process of this machine maps."""
+    names: set = set()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/maps") as f:
-                for line in f:
-                    if "/dev/shm/mpich_shm_" in line:
-                        names.add(line.split()[-1])
-        except OSError:
-            continue
+        if entry.isdigit():
+            names |= _shm_in_maps(f"/proc/{entry}/maps")
     return names
 
 
 def own_shm() -> list:
-    """Names of the MPICH shared-memory segments this process has mapped."""
-    names = set()
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                if "/dev/shm/mpich_shm_" in line:
-                    names.add(line.split()[-1])
-    except OSError:
-        pass
-    return sorted(n for n in names if n.startswith("/dev/shm/"))
+    """The MPI shared-memory files this process maps."""
+    return sorted(_shm_in_maps("/proc/self/maps"))
 
 
 def unlink_shm(names) -> None:
+    """Remove those of ``names`` that are MPI shared-memory files of this user."""
+    uid = os.getuid()
     for name in set(names):
-        if name.startswith("/dev/shm/mpich_shm_"):
-            try:
+        if not isinstance(name, str) or not is_mpi_shm(name):
+            continue
+        try:
+            if os.lstat(name).st_uid == uid:
                 os.unlink(name)
+        except OSError:
+            pass
+
+
+HYDRA_XML = re.compile(r"hydra_hwloc_xmlfile_[A-Za-z0-9]+")
+
+
+def sweep_hydra_files() -> None:
+    """Remove MPICH's topology files (``/tmp/hydra_hwloc_xmlfile_*``, written by its
+    process manager and passed to its proxies in ``HWLOC_XMLFILE``) of this user
+    that no live process names: a killed ``mpiexec`` leaves its own."""
+    uid = os.getuid()
+    try:
+        names = [n for n in os.listdir("/tmp") if HYDRA_XML.fullmatch(n)]
+    except OSError:
+        return
+    mine = []
+    for n in names:
+        path = os.path.join("/tmp", n)
+        try:
+            if os.lstat(path).st_uid == uid:
+                mine.append(path)
+        except OSError:
+            continue
+    if not mine:
+        return
+    used = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if b"HWLOC_XMLFILE=" in env:
+                used.update(p for p in mine if p.encode() in env)
+    for path in mine:
+        if path not in used:
+            try:
+                os.unlink(path)
             except OSError:
                 pass

@@ -19,6 +19,7 @@ a message whose sender rang wakes it within microseconds instead of at the next 
 
 from __future__ import annotations
 
+import select
 import time
 
 from .bell import ring
@@ -48,6 +49,8 @@ class Mailbox:
         self._ring_to = {}      # (id(comm), rank) -> bell name of a process to ring
         self._failed = {}       # id(comm) -> (comm, MPI.Exception): links found dead
         self.on_parent_lost = None  # called when the link named "up" fails
+        self.alarms = None          # () -> file descriptors a wait wakes on (the
+        #                             root's watch: stealing.watch), or None
 
     def name_link(self, comm, first) -> None:
         """Name ``comm`` in the trace: ``"up"``, or its rank 0 child's number."""
@@ -207,9 +210,18 @@ class Mailbox:
             pause = max(0.0, min(delay, self._until_due()))
             if timeout is not None:
                 pause = min(pause, max(0.0, start + timeout - now))
-            if bell is None:
+            alarms = self.alarms() if self.alarms is not None else ()
+            if bell is not None:
+                woke = bell.sleep(pause, alarms)
+            elif alarms:
+                woke = None if select.select(alarms, [], [], pause)[0] else False
+            else:
                 time.sleep(pause)
-            elif bell.sleep(pause):
+                woke = False
+            if woke is None and on_idle is not None:    # a watched process ended
+                on_idle()
+                next_idle = time.monotonic() + idle_every
+            elif woke:
                 delay = self.min_sleep          # a message is on its way
                 continue
             delay = min(delay * 2, cap)

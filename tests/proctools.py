@@ -145,7 +145,8 @@ def leftover_shm(since: float) -> list:
             made = os.stat(path).st_mtime
         except OSError:
             continue
-        if name.startswith("mpich_shm_") and made >= since - 1:
+        if name.startswith(("mpich_shm_", "mpich_shar_tmp", "ucx_shm_posix_")) \
+                and made >= since - 1:
             out.append(path)
     if not out:
         return []

@@ -7,7 +7,7 @@ The commands are read from those texts, so a new one fails
 * ``run``: run as shown (in a scratch folder that has the checkout's ``examples`` and
   ``benchmarks``), exit status 0, and ``expect`` in what it printed;
 * ``warm``: run as shown against a warm tree of its own (``dac up`` first where the
-  command needs one, ``dac down`` after);
+  command needs one, then the plan's third item if it has one, ``dac down`` after);
 * ``long``: a benchmark of minutes: started as shown, it must run ``LONG_S`` seconds
   without an error, then end on Ctrl-C leaving no process behind (its quick mode runs
   to the end in test_benchmarks.py);
@@ -73,8 +73,8 @@ PLAN = {
     "dac up --procs 2 && dac grow 2": (WARM, "4 leaves now"),
     "dac status": (WARM, "warm tree  pid"),
     "dac status --json": (WARM, '"leaves": 2'),
-    "dac grow 2": (WARM, "4 leaves now"),
-    "dac shrink 2": (WARM, "leaves now"),
+    "dac grow 2": (WARM, "added 2 leaves: the warm tree pid"),
+    "dac shrink 2": (WARM, "let go 2 leaves", "dac grow 2"),
     "dac down": (WARM, "stopped after"),
     "python examples/nqueens.py 12": (WARM, "attached to the warm tree"),
     "python examples/nqueens.py 14": (WARM, "attached to the warm tree"),
@@ -247,6 +247,9 @@ def test_a_warm_tree_command_runs_as_shown(command, scratch):
     try:
         if not starts:
             code, out, err = _finish(_shell("dac up --procs 2", scratch, tag, env))
+            assert code == 0, err
+        for before in PLAN[command][2:]:
+            code, out, err = _finish(_shell(before, scratch, tag, env))
             assert code == 0, err
         code, out, err = _finish(_shell(command, scratch, tag, env))
         assert code == 0, f"{command}: exit {code}\n{err[-2000:]}"

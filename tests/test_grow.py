@@ -133,7 +133,7 @@ def test_dac_grow_and_shrink_on_a_warm_tree(tmp_path):
         shrunk = dac_cmd(["shrink", "2"], env)
         assert shrunk.returncode == 0 and "has 2 leaves now" in shrunk.stdout
         bad = dac_cmd(["grow", "0"], env)
-        assert bad.returncode == 2 and "must be >= 1" in bad.stderr
+        assert bad.returncode == 2 and "must be an integer >= 1, got 0" in bad.stderr
     finally:
         dac_cmd(["down"], env)
     assert not dac_processes()

@@ -278,29 +278,38 @@ def _tree_file(folder, **info):
     return write_tree_file(folder, dict(base, **info))
 
 
-def test_a_tree_file_others_may_write_is_refused(tmp_path, monkeypatch, no_spawning):
+def test_a_tree_file_others_may_write_is_refused(tmp_path, monkeypatch, capfd):
+    """Never read: a run says why and spawns a tree of its own; dac status refuses."""
     import dac
+    from dac import warm
     folder = str(tmp_path / "tree")
     path = _tree_file(folder)
     os.chmod(path, 0o666)
     monkeypatch.setenv("DAC_TREE_DIR", folder)
     monkeypatch.setenv("DAC_ATTACH", "1")
-    with pytest.raises(dac.DacError, match=r"tree\.json may be written by other users "
-                       r"\(mode 0666\)"):
-        dac.run(dac_fib, 10, procs=2)
+    report = dac.run_report(dac_fib, 10, procs=2)
+    assert report.result == 55 and report.stats["attached"] is False
+    err = capfd.readouterr().err
+    assert f"dac's warm tree file {path} cannot be trusted: others may use it (mode " \
+           f"0666)" in err and "this run starts a tree of its own" in err
+    with pytest.raises(dac.DacError, match=r"tree\.json cannot be trusted: others may "
+                       r"use it \(mode 0666\)"):
+        warm.status()
 
 
 def test_another_users_tree_file_is_refused(tmp_path, monkeypatch):
-    from stealing.warm import TreeFileError, read_tree_file
+    import dac
+    from stealing.warm import read_tree_file
     folder = str(tmp_path / "tree")
     _tree_file(folder)
     real = os.getuid()
     monkeypatch.setattr(os, "getuid", lambda: real + 4242)
-    with pytest.raises(TreeFileError, match=rf"belongs to uid {real}, not to you"):
+    with pytest.raises(dac.DacError, match=rf"belongs to uid {real}, not to you"):
         read_tree_file(folder)
 
 
 def test_a_wrong_tree_file_is_refused_with_what_is_wrong(tmp_path):
+    import dac
     from stealing.warm import TreeFileError, read_tree_file
     folder = str(tmp_path / "tree")
     path = _tree_file(folder)
@@ -309,12 +318,12 @@ def test_a_wrong_tree_file_is_refused_with_what_is_wrong(tmp_path):
     with pytest.raises(TreeFileError, match=r"tree\.json cannot be read"):
         read_tree_file(folder)
     with open(path, "w") as f:
-        json.dump({"pid": 1}, f)
-    with pytest.raises(TreeFileError, match=r"not a dac tree file: it lacks socket, "
-                       r"uid, leaves"):
+        json.dump({"pid": "abc", "uid": 0}, f)
+    with pytest.raises(TreeFileError, match=r"not a dac tree file: pid \(str\), "
+                       r"started_ticks \(missing\), socket \(missing\), leaves"):
         read_tree_file(folder)
     os.chmod(folder, 0o777)
-    with pytest.raises(TreeFileError, match=r"folder .* \(mode 0777\)"):
+    with pytest.raises(dac.DacError, match=r"folder .* \(mode 0777\)"):
         read_tree_file(folder)
 
 

@@ -1,0 +1,64 @@
+"""Losing any process of a run, in any order: a leaf, a router, the monitor beside
+either, MPI's process manager (``mpiexec``) or its proxy. The run ends within a few
+seconds with a ``LostProcessError`` naming the first one killed, the caller ends
+normally (no hang, no crash in MPI at exit), and nothing of the run is left: no
+process, no shared memory, no file of MPI's in /tmp, no run folder."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import sys
+import time
+
+import pytest
+
+from proctools import finish, launch, leftover_shm, new_tag, wait_for_no_processes
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts",
+                      "kill_order.py")
+KINDS = ("leaf", "leaf-monitor", "router", "router-monitor", "mpiexec", "proxy")
+NAMED = {"leaf": "leaf pid", "router": "router pid", "leaf-monitor": "leaf's monitor pid",
+         "router-monitor": "router's monitor pid", "mpiexec": "process manager pid",
+         "proxy": "process manager pid"}
+
+
+def _orders(count: int = 8, seed: int = 19) -> list:
+    """Every kind alone, the order the issue found hanging, and random orders."""
+    rng = random.Random(seed)
+    orders = [[k] for k in KINDS] + [["leaf-monitor", "leaf"]]
+    while len(orders) < len(KINDS) + 1 + count:
+        orders.append(rng.sample(KINDS, rng.randint(2, 3)))
+    return orders
+
+
+def _hydra_files() -> set:
+    return set(glob.glob("/tmp/hydra_hwloc_xmlfile_*"))
+
+
+@pytest.mark.parametrize("order", _orders(), ids=lambda o: ",".join(o))
+def test_losing_processes_in_any_order_ends_the_run_cleanly(order):
+    tag, began = new_tag(), time.time()
+    before = _hydra_files()
+    code, out, err, _ = finish(launch([sys.executable, SCRIPT, ",".join(order)], tag),
+                               120)
+    assert code == 0, f"exit {code}\n{err[-3000:]}"
+    report = json.loads(out.strip().splitlines()[-1])
+    first_kind, first_pid = report["killed"][0]
+    assert report["error"] == "LostProcessError", report
+    assert report["seconds"] < 5.0, report
+    assert f"{NAMED[first_kind]} {first_pid} on " in report["message"], report
+    assert "Segmentation" not in err and "PMI_Barrier" not in err, err
+    assert wait_for_no_processes(tag, timeout=10) == {}
+    assert leftover_shm(began) == []
+    assert _hydra_files() <= before
+    runs = glob.glob(os.path.join(_state_runs(), f"*"))
+    assert not [r for r in runs if os.stat(r).st_mtime >= began - 1 and
+                not os.path.exists(f"/proc/{os.path.basename(r).split('-')[0]}")]
+
+
+def _state_runs() -> str:
+    from stealing.userdirs import runs_dir
+    return runs_dir()
