@@ -100,9 +100,13 @@ def _remove_shim() -> None:
 
 
 def after_spawn() -> None:
-    """The process manager runs now: the launcher and the ``PATH`` entry can go."""
+    """The process manager runs now: the launcher and the ``PATH`` entry can go, and
+    the loopback setting too (the manager passes it on to every process it starts;
+    programs this process starts later must not inherit it)."""
     if _state["shim_dir"] is not None:
         _remove_shim()
+    if _state["loopback"] and os.environ.get("UCX_NET_DEVICES") == "lo":
+        del os.environ["UCX_NET_DEVICES"]
 
 
 def init_mpi(this_host_only: bool = False):

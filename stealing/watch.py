@@ -96,8 +96,8 @@ class Watch:
 
     def look(self) -> dict | None:
         """A record (as a monitor writes one, with ``how`` in words) of a watched
-        process that ended, or None. When several ended at once, the one upstream
-        is named: ``mpiexec`` before its proxies, a proxy before the monitors (when
+        process that ended, or None. The first seen is named (the root wakes at
+        once); when several are seen together, the one upstream: ``mpiexec`` before its proxies, a proxy before the monitors (when
         one of those ends, MPI ends the others), a leaf's monitor before a router's.
         Cheap with pidfds (one ``select``); otherwise at most every ``WATCH_S``."""
         if self.fds:
