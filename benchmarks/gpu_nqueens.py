@@ -99,8 +99,9 @@ def main(argv=None):
         print(f"{r['n']:>3} {r['boards']:>8} {r['cpu_rate']:>12.1f} {r['gpu_rate']:>12.1f}"
               f" {r['gpu_over_cpu']:>8.2f}{target}")
 
-    import dac
     from nqueens import queens
+
+    import dac
     n = args.n[-1]
     mixed = dac.run_report(queens, n, 0, 0, 0, gpus=1, gpu_simulate=args.simulate,
                            depth=args.depth)

@@ -29,8 +29,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), HERE]       # this checkout's dac; leaves follow
 
-import dac  # noqa: E402
 from naps import naps  # noqa: E402
+
+import dac  # noqa: E402
 
 
 def one_run(kill: bool, leaves: int, tasks: int, ms: float, at: float) -> dict:
@@ -72,7 +73,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="a small run (tests)")
     ap.add_argument("--json", action="store_true", help="one JSON line at the end")
     args = ap.parse_args()
-    from stealing.mpi import ulfm_active
+    from stealing.transport.mpi import ulfm_active
     if not ulfm_active():
         from launcher.ulfm import OpenMPIMissing, run_under_ulfm
         try:

@@ -76,8 +76,9 @@ def measure(n, repeat):
         whole_seq.append(dt)
         counts.add(int(out.strip().splitlines()[-1]))
         # (b) without start-up: a warm tree
-        import dac
         from nqueens import queens
+
+        import dac
         with dac.Runtime() as rt:
             first = rt.run_report(queens, 10, 0, 0, 0)          # warm: spawn, imports, JIT
             rep = rt.run_report(queens, n, 0, 0, 0)

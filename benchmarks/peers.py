@@ -61,6 +61,7 @@ def way_seq():
 
 def way_pool():
     import multiprocessing
+
     from nqueens_task import count_task, two_queen_boards
     pool = multiprocessing.get_context("fork").Pool(CORES)
     return (lambda n: sum(pool.map(count_task, two_queen_boards(n), chunksize=1)),
@@ -69,6 +70,7 @@ def way_pool():
 
 def way_ppe():
     from concurrent.futures import ProcessPoolExecutor
+
     from nqueens_task import count_task, two_queen_boards
     ex = ProcessPoolExecutor(CORES)
     return (lambda n: sum(ex.map(count_task, two_queen_boards(n))),
@@ -83,8 +85,9 @@ def way_mpi4py():
 
 
 def _dac_queens():
-    import dac
     from nqueens_boards import children
+
+    import dac
 
     @dac.spawn(leaf="nqueens_kernels:count_from")
     def queens(n, cols, d1, d2):
@@ -180,7 +183,7 @@ def environments(folder: str) -> tuple:
                                                    if base.get("PYTHONPATH") else []))
     # mpi4py.futures in an MPICH singleton starts `mpiexec` from PATH: MPICH's own
     # (with Open MPI's wheel beside it, `mpiexec` is Open MPI's and the pool hangs)
-    from stealing.mpi import find_mpiexec
+    from stealing.transport.mpi import find_mpiexec
     bindir = os.path.join(folder, "bin")
     os.makedirs(bindir, exist_ok=True)
     mpiexec, shim = find_mpiexec(), os.path.join(bindir, "mpiexec")

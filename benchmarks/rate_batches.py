@@ -20,7 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 import dac  # noqa: E402
-from launcher.topology import Cluster, Host, Topology  # noqa: E402
+from stealing.tree.topology import Cluster, Host, Topology  # noqa: E402
 
 
 @dac.spawn

@@ -29,8 +29,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
 
-import dac  # noqa: E402
 import uts  # noqa: E402
+
+import dac  # noqa: E402
 from dac import context  # noqa: E402
 from dac.stealable import StealableContext  # noqa: E402
 
@@ -57,7 +58,7 @@ def calls_and_syncs(n):
 
 
 class StandIn:
-    """The leaf as the executor sees it (stealing.executor.Worker), with nothing to
+    """The leaf as the executor sees it (stealing.roles.executor.Worker), with nothing to
     read and nobody stealing."""
 
     path, owed = (0,), 0

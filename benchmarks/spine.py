@@ -21,8 +21,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
-import dac  # noqa: E402
 from spine import loops_per_ms, plain_spine, spine  # noqa: E402
+
+import dac  # noqa: E402
 
 
 def timed(fn, *args):

@@ -22,8 +22,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), HERE]
 
-import dac  # noqa: E402
 from nqueens import queens  # noqa: E402
+
+import dac  # noqa: E402
 
 SOLUTIONS = {8: 92, 10: 724, 12: 14200, 13: 73712, 14: 365596, 15: 2279184}
 

@@ -44,8 +44,9 @@ ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]   # this checkout's dac, not an
                                                          # installed one (leaves follow)
 
-import dac  # noqa: E402
 import uts  # noqa: E402  (examples/uts.py; the leaves import it by name too)
+
+import dac  # noqa: E402
 
 VARIANTS = ("seq", "elision", "kept", "fresh")
 

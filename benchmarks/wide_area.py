@@ -26,10 +26,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 
-import dac  # noqa: E402
-from launcher.topology import Cluster, Host, Topology  # noqa: E402
 from nqueens import queens  # noqa: E402
 from nqueens_kernels import KNOWN_COUNTS  # noqa: E402
+
+import dac  # noqa: E402
+from stealing.tree.topology import Cluster, Host, Topology  # noqa: E402
 
 
 def two_clusters(slots, latency_ms, slowdown=1.0):

@@ -16,8 +16,15 @@ Decorate a recursive function with ``@spawn``, wait for children with ``sync``, 
 """
 
 from .context import sync
-from .errors import (DacError, LostProcessError, ProcessError, ReplayMismatchError,
-                     SerializationError, SyncError, TaskError)
+from .errors import (
+                     DacError,
+                     LostProcessError,
+                     ProcessError,
+                     ReplayMismatchError,
+                     SerializationError,
+                     SyncError,
+                     TaskError,
+)
 from .future import Future
 from .runtime import RunReport, Runtime, run, run_report
 from .spawn import SpawnFunction, spawn

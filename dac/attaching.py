@@ -1,4 +1,4 @@
-"""Attaching a run to the user's warm tree (``dac up``, see ``dac.warm``).
+"""Attaching a run to the user's warm tree (``dac up``, see ``dac.warm_tree``).
 
 ``Runtime`` asks ``attach`` for a scheduler before it spawns a tree: it gets one when a
 warm tree is up, alive, answering, and of the shape the runtime would spawn itself
@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import sys
 
-from stealing import warm as W
-from stealing.attached import attach as attach_socket
-from stealing.procs import alive
-from stealing.warm import TreeGone
+from stealing.warm import folder as W
+from stealing.warm import wire
+from stealing.warm.attached import attach as attach_socket
+from stealing.warm.folder import TreeGone
 
 from .errors import DacError
 
@@ -31,7 +31,7 @@ def _note(text: str, once: str | None = None) -> None:
 
 
 def read_tree(call):
-    """``call()`` (a ``stealing.warm`` function on the tree folder), its
+    """``call()`` (a ``stealing.warm.folder`` function on the tree folder), its
     ``TreeFileError`` a ``DacError``."""
     try:
         return call()
@@ -74,7 +74,7 @@ def attach(runtime):
         _note(f"a warm tree is up (pid {info['pid']}) but {mismatch}: this run starts "
               f"a tree of its own", once=f"shape{info['pid']}")
         return None
-    hello = W.Hello(os.getpid(), list(sys.argv), [p for p in sys.path if p],
+    hello = wire.Hello(os.getpid(), list(sys.argv), [p for p in sys.path if p],
                     os.getcwd(), sys.getrecursionlimit())
 
     def queued(msg):

@@ -17,7 +17,6 @@ from .errors import SyncError, safe_repr
 from .future import Future
 
 
-
 class _State(threading.local):
     """The active context of this thread, or None: each thread of a program has its
     own (a serial call in one thread is serial whatever another thread runs)."""

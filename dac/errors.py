@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-# The base and the errors a run's processes report are below dac: see stealing.errors.
-from stealing.errors import (DacError, LostProcessError, ProcessError,  # noqa: F401
-                             RemoteError, TaskError, shorten_traceback)
+# The base and the errors a run's processes report are below dac: see stealing.exceptions.
+from stealing.exceptions import (  # noqa: F401
+    DacError,
+    LostProcessError,
+    ProcessError,
+    RemoteError,
+    TaskError,
+    shorten_traceback,
+)
 
 
 class ReplayMismatchError(DacError):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from stealing.errors import SetupFailure, from_user_frames
+from stealing.exceptions import SetupFailure, from_user_frames
+from stealing.tree.tasks import is_split
 
 from . import context
 from .errors import Lazy, TaskError, exception_message, shorten_traceback
@@ -71,7 +72,7 @@ def run_task_payload(payload: bytes, table: dict, stealable=None):
         tid, key, depth, args, kwargs, *extra = loads(payload)
     except Exception as exc:                                # noqa: BLE001
         raise SetupFailure("unpickling the arguments of a task") from exc
-    root_task = type(tid) is int
+    root_task = not is_split(tid)
     if stealable is None:
         sf = table[key] if key is not None else loads(extra[0])
         value = context.run_serially(sf, args, kwargs, depth, use_leaf=root_task)
@@ -140,7 +141,7 @@ def run_batch_payloads(payloads: list, table: dict) -> list:
 
 
 class Executor:
-    """dac's task executor for the scheduler (``stealing.executor.Executor``): the
+    """dac's task executor for the scheduler (``stealing.roles.executor.TaskExecutor``): the
     functions above, and on a worker leaf the ``StealableContext`` its tasks run in.
     Leaves find it by ``REFERENCE``."""
 

@@ -24,10 +24,9 @@ import time
 import traceback
 
 from . import context
-from .errors import DacError, ReplayMismatchError, TaskError, exception_message
+from .errors import DacError, Lazy, ReplayMismatchError, TaskError, exception_message
 from .future import Future
 from .serialize import dumps_function, dumps_payload, script_entry, script_key
-from .errors import Lazy
 
 MAX_AUTO_DEPTH = 48
 PROBE_MIN_S = 0.05      # a deeper trial pass may take this long ...

@@ -22,7 +22,7 @@ import os
 from numba import njit
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
 
-from stealing.output import note
+from stealing.observe.output import note
 
 
 def cache_root() -> str:

@@ -16,8 +16,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from stealing.mpi import MPIBroken, lock
-from stealing.output import prefix_default
+from stealing.observe.output import prefix_default
+from stealing.transport.mpi import MPIBroken, lock
 
 from . import execution, progress
 from .driving import drive
@@ -154,7 +154,7 @@ def check_cwd() -> str:
 def _check_fault_tolerance(opts: dict) -> None:
     """``fault_tolerant`` (default: on when the process runs under Open MPI with ULFM,
     as ``dac run --fault-tolerant`` starts it) and ``max_attempts`` (2)."""
-    from stealing.mpi import ulfm_active
+    from stealing.transport.mpi import ulfm_active
     ft = opts.setdefault("fault_tolerant", ulfm_active())
     if not isinstance(ft, bool):
         raise TypeError(f"fault_tolerant must be True or False, got {ft!r}")
@@ -174,7 +174,8 @@ def _check_grow_host(host) -> None:
     """A host for ``grow``: this machine or a name that resolves (MPICH ends the
     whole job on a host it cannot reach, so it is checked first)."""
     import socket
-    from stealing.spawning import is_this_machine
+
+    from stealing.tree.topology import is_this_machine
     if not isinstance(host, str) or not host:
         raise ValueError(f"grow: host must be a host name, got {host!r}")
     if is_this_machine(host):
@@ -203,9 +204,14 @@ def _crowding(leaves: int, opts: dict) -> str | None:
 
 
 def _resolve_topology(topology, opts: dict):
-    """A ``launcher.topology.Topology`` from None (this machine), a path or an object."""
-    from launcher.topology import (Topology, TopologyError, check_hosts, load_topology,
-                                   local_topology)
+    """A ``stealing.tree.topology.Topology`` from None (this machine), a path or an object."""
+    from stealing.tree.topology import (
+        Topology,
+        TopologyError,
+        check_hosts,
+        load_topology,
+        local_topology,
+    )
     if topology is None:
         return local_topology(opts.get("procs"), opts.get("gpus", 0))
     for key in ("procs", "gpus"):
@@ -236,7 +242,7 @@ class Runtime:
     ...     rt.run(fib, 30), rt.run(fib, 31)
 
     ``topology`` is None (this machine, one leaf per core; ``procs=`` changes the
-    count), a topology file's path, or a ``launcher.topology.Topology``.
+    count), a topology file's path, or a ``stealing.tree.topology.Topology``.
     Options: ``procs``; ``local`` (map every host of the topology onto this machine,
     keeping clusters and emulated latencies); the thesis' parameters ``branches``,
     ``min_procs``, ``tasks_per_leaf``, ``steal_factor`` (they override the topology's
@@ -273,7 +279,7 @@ class Runtime:
     """
 
     def __init__(self, topology=None, **options):
-        from launcher.placement import plan_topology, steal_params
+        from stealing.tree.placement import plan_topology, steal_params
         check_cwd()
         given = {k: v for k, v in options.items() if v is not None}
         options = {**{k: v for k, v in defaults.items() if k != "topology"}, **given}
@@ -320,8 +326,8 @@ class Runtime:
         return self
 
     def make_scheduler(self):
-        """A ``stealing.root.RootScheduler`` for this runtime's tree (not started)."""
-        from stealing.root import RootScheduler
+        """A ``stealing.roles.root.RootScheduler`` for this runtime's tree (not started)."""
+        from stealing.roles.root import RootScheduler
         settings = {k: self.options[k] for k in SETTINGS}
         settings["prefetch"] = self.options.get("prefetch", True)
         settings["executor"] = execution.REFERENCE          # the leaves import it
@@ -331,7 +337,7 @@ class Runtime:
         return sched
 
     def tree_shape(self) -> dict:
-        """What makes two trees interchangeable (``dac.warm``: a run attaches to a
+        """What makes two trees interchangeable (``dac.warm_tree``: a run attaches to a
         warm tree only if it has the shape this runtime would spawn)."""
         p = self.options["params"]
         shape = {"leaves": len(self.plan.leaves()),
@@ -483,7 +489,7 @@ class Runtime:
                 raise err.with_traceback(None) from _cause(err)
         elapsed = time.perf_counter() - t0
         if self.timeline is not None and stats_list:
-            from . import timeline
+            from . import timeline_page as timeline
             path = os.path.abspath(os.fspath(self.timeline))
             title = _call_title(fn, args)
             timeline.write(path, timeline.build(stats_list, wall0, time.time(),
@@ -492,7 +498,7 @@ class Runtime:
                   flush=True)
         for record in stats_list:
             record.pop("timeline", None)
-        from stealing.stats import totals
+        from stealing.observe.stats import totals
         stats = totals(stats_list, startup)
         stats["passes"] = passes
         stats["depth"] = exp.max_task_depth
@@ -518,7 +524,7 @@ def _translate(exc, exp, sched):
     """The error to raise for ``exc``: a lost process names the task it ran (the
     scheduler knows the task's id, the expansion its call); a warm tree that went
     away is a ``DacError``."""
-    from stealing.warm import TreeGone
+    from stealing.warm.folder import TreeGone
     if isinstance(exc, TreeGone):
         return DacError(f"the warm tree {exc}")
     lost = getattr(sched, "lost", None)

@@ -9,7 +9,7 @@ from types import MethodType
 
 from . import context
 from .context import SerialContext
-from .context import state as _context     # per thread: the hot path reads it
+from .context import state as _context  # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
 from .future import _PENDING, Future
 from .serialize import dumps

@@ -40,7 +40,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from time import perf_counter as _clock     # read before every entry's run
+from time import perf_counter as _clock  # read before every entry's run
 
 from . import context
 from .errors import Lazy, SerializationError, SyncError, safe_repr

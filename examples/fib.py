@@ -32,7 +32,7 @@ def fib(n):
 
 
 def main(argv=None):
-    from stealing.stats import format_stats
+    from stealing.observe.stats import format_stats
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("n", type=int, nargs="?", default=32)
     ap.add_argument("--procs", type=int, default=None, help="leaf processes")

@@ -52,7 +52,7 @@ def mergesort(a):
 
 
 def main(argv=None):
-    from stealing.stats import format_stats
+    from stealing.observe.stats import format_stats
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("size", type=int, nargs="?", default=1_000_000)
     ap.add_argument("--procs", type=int, default=None)

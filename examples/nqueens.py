@@ -70,7 +70,7 @@ def queens(n, cols, d1, d2):
 
 
 def main(args, runtime):
-    from stealing.stats import format_stats
+    from stealing.observe.stats import format_stats
     with runtime:
         report = runtime.run_report(queens, args.n, 0, 0, 0)
     print(f"{args.n}-queens: {report.result} solutions in {report.elapsed_s:.3f} s "

@@ -4,9 +4,8 @@ One thread per partial board, running ``nqueens_kernels.search`` (the CPU leaf's
 compiled as a device function) with its stack in thread-local memory.
 """
 
-from numba import cuda, int64
-
 from nqueens_kernels import search
+from numba import cuda, int64
 
 STACK = 32              # one frame per remaining row: enough for n <= 32
 

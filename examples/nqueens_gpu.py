@@ -16,9 +16,8 @@ THREADS = 128           # threads per block
 
 def count_batch(n, cols, d1, d2):
     """Completions of each board of a batch (arrays of equal length) on the GPU."""
-    from numba import cuda
-
     from nqueens_cuda import kernel
+    from numba import cuda
     arrays = [np.ascontiguousarray(a, dtype=np.int64) for a in (n, cols, d1, d2)]
     size = arrays[0].size
     if size == 0:

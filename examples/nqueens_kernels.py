@@ -18,9 +18,8 @@ with the same loop compiled by ``cc -O3`` (see benchmarks/leaf_vs_c.py).
 """
 
 import numpy as np
-from numba import njit
-
 from nqueens_boards import KNOWN_COUNTS, children  # noqa: F401  (re-exported)
+from numba import njit
 
 # Stack capacity: one frame per remaining row; int64 masks limit n to 62.
 _STACK = 64

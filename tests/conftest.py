@@ -1,6 +1,6 @@
 """Shared fixtures: every test module must leave no dac process behind.
 
-A dac process is one whose command line holds ``stealing.process``; the tests count only
+A dac process is one whose command line holds ``stealing.roles.process``; the tests count only
 those carrying this session's ``DAC_TEST_TAG`` environment variable (see proctools.py),
 so runs of other programs on the machine at the same time (benchmarks) do not count.
 """
@@ -36,9 +36,9 @@ def no_leftover_processes():
 @pytest.fixture
 def no_spawning(monkeypatch):
     """Makes any attempt to spawn a dac process fail the test."""
-    import stealing.node
+    import stealing.roles.node
 
     def refuse(*_args, **_kwargs):
         raise AssertionError("a dac process was spawned")
 
-    monkeypatch.setattr(stealing.node, "spawn", refuse)
+    monkeypatch.setattr(stealing.roles.node, "spawn", refuse)

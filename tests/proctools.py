@@ -13,7 +13,7 @@ import uuid
 
 TAG_VAR = "DAC_TEST_TAG"
 SESSION_TAG = os.environ.setdefault(TAG_VAR, f"dac-tests-{uuid.uuid4().hex[:12]}")
-MARKER = "stealing.process"
+MARKER = "stealing.roles.process"
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

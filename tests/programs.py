@@ -104,7 +104,7 @@ def queens(n, cols, d1, d2):
 
 
 def count_from_numba(n, cols, d1, d2):
-    from nqueens_kernels import count_from      # numba, imported in the leaf on demand
+    from nqueens_kernels import count_from  # numba, imported in the leaf on demand
     return int(count_from(n, cols, d1, d2))
 
 

@@ -1,12 +1,13 @@
-"""Doorbells (stealing.bell): a waiting process sleeps until a message is on its way."""
+"""Doorbells (stealing.transport.bell): a waiting process sleeps until a message is on its way."""
 
 import os
 import threading
 import time
 
-import dac
 import programs
-from stealing.bell import Bell, bell_name, ring
+
+import dac
+from stealing.transport.bell import Bell, bell_name, ring
 
 
 def test_bell_names_follow_the_tree():

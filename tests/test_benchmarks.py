@@ -6,7 +6,6 @@ import os
 import sys
 
 import pytest
-
 from proctools import finish, launch, new_tag, wait_for_no_processes
 from test_fault_tolerance import ulfm
 

@@ -6,8 +6,8 @@ import shutil
 import sys
 
 import pytest
-
 from proctools import finish, launch, new_tag, wait_for_no_processes
+
 from stealing import plan_tree
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -28,7 +28,6 @@ import sys
 import time
 
 import pytest
-
 from proctools import CHECKOUT, new_tag, tagged_env, wait_for_no_processes
 
 LONG_S = 8.0

@@ -13,9 +13,16 @@ import sys
 import time
 
 import pytest
-
-from proctools import (dac_processes, finish, launch, leftover_shm, marked_pids,
-                       new_tag, wait_for, wait_for_no_processes)
+from proctools import (
+    dac_processes,
+    finish,
+    launch,
+    leftover_shm,
+    marked_pids,
+    new_tag,
+    wait_for,
+    wait_for_no_processes,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CRASH = os.path.join(HERE, "scripts", "crash_run.py")

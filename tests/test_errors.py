@@ -4,13 +4,12 @@ import os
 import sys
 import threading
 
+import programs
 import pytest
+from proctools import finish, launch, new_tag, wait_for_no_processes
 
 import dac
 from dac import ReplayMismatchError, SerializationError, TaskError
-
-import programs
-from proctools import finish, launch, new_tag, wait_for_no_processes
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 

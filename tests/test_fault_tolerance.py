@@ -17,7 +17,6 @@ import sys
 import time
 
 import pytest
-
 from proctools import finish, launch, new_tag, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -196,6 +195,7 @@ def test_dac_run_fault_tolerant_without_open_mpi_says_how_to_get_it(tmp_path):
     script.write_text("print('ran')\n")
     env_prefix = str(tmp_path / "no-openmpi")
     import subprocess
+
     from proctools import tagged_env
     env = tagged_env(tag)
     env["DAC_OPENMPI_PREFIX"] = env_prefix
@@ -214,6 +214,7 @@ def test_dac_run_under_mpich_prints_nothing_of_its_own(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("print('ran')\n")
     import subprocess
+
     from proctools import tagged_env
     done = subprocess.run(DAC + ["run", str(script)], env=tagged_env(new_tag()),
                           capture_output=True, text=True, timeout=60, cwd=CHECKOUT)

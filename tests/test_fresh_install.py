@@ -13,12 +13,18 @@ import sys
 import time
 
 import pytest
+from proctools import (
+    CHECKOUT,
+    finish,
+    launch,
+    leftover_shm,
+    new_tag,
+    tagged_env,
+    wait_for_no_processes,
+)
 
 import dac
 from dac import SyncError, spawn, sync
-
-from proctools import (CHECKOUT, finish, launch, leftover_shm, new_tag, tagged_env,
-                       wait_for_no_processes)
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 
@@ -154,10 +160,10 @@ def test_a_process_that_dies_before_it_can_report_says_why(tmp_path):
     (tmp_path / "sitecustomize.py").write_text(
         "import sys\n"
         "if sys.argv[:1] == ['-c']:\n"
-        "    import stealing.trace\n"
+        "    import stealing.observe.trace\n"
         "    def broken(who):\n"
         "        raise OSError('the trace folder is gone (a test)')\n"
-        "    stealing.trace.open_trace = broken\n")
+        "    stealing.observe.trace.open_trace = broken\n")
     script = tmp_path / "s.py"
     script.write_text("import sys\nsys.path.insert(0, %r)\nimport dac, programs\n"
                       "try:\n    dac.run(programs.fib, 12, procs=1)\n"

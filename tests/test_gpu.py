@@ -5,13 +5,12 @@ import os
 import subprocess
 import sys
 
+import programs
 import pytest
 
 import dac
-from launcher.placement import plan_topology, steal_params
-from launcher.topology import Cluster, Host, Topology, parse_topology
-
-import programs
+from stealing.tree.placement import plan_topology, steal_params
+from stealing.tree.topology import Cluster, Host, Topology, parse_topology
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")

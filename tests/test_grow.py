@@ -13,11 +13,11 @@ import threading
 import time
 
 import pytest
+from nested_programs import sleep_tree
+from proctools import dac_processes, tagged_env, wait_for_no_processes
+from programs import fib, plain_fib, queens
 
 import dac
-from nested_programs import sleep_tree
-from programs import plain_fib, fib, queens
-from proctools import dac_processes, tagged_env, wait_for_no_processes
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -7,8 +7,16 @@ import re
 import signal
 import sys
 
-from proctools import (dac_processes, finish, launch, marked_pids, new_tag, tagged_env,
-                       wait_for, wait_for_no_processes)
+from proctools import (
+    dac_processes,
+    finish,
+    launch,
+    marked_pids,
+    new_tag,
+    tagged_env,
+    wait_for,
+    wait_for_no_processes,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -6,16 +6,15 @@ import os
 import re
 import sys
 
+import hardening_programs as hp
+import programs
 import pytest
+from proctools import finish, launch, new_tag, wait_for_no_processes
 
 import dac
 from dac import TaskError
 from dac.errors import shorten_traceback
-from launcher.topology import TopologyError
-
-import hardening_programs as hp
-import programs
-from proctools import finish, launch, new_tag, wait_for_no_processes
+from stealing.tree.topology import TopologyError
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 

@@ -18,9 +18,17 @@ import time
 import uuid
 
 import pytest
-
-from proctools import (CHECKOUT, dac_processes, finish, launch, leftover_shm, new_tag,
-                       tagged_env, wait_for, wait_for_no_processes)
+from proctools import (
+    CHECKOUT,
+    dac_processes,
+    finish,
+    launch,
+    leftover_shm,
+    new_tag,
+    tagged_env,
+    wait_for,
+    wait_for_no_processes,
+)
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 DAC = [sys.executable, "-m", "launcher.cli"]
@@ -172,7 +180,7 @@ def test_the_other_user_cannot_use_the_warm_tree_socket(other_user, tmp_path):
 
 
 def test_a_shared_memory_name_that_climbs_out_is_never_removed(tmp_path):
-    from stealing.shm import is_mpi_shm, unlink_shm
+    from stealing.host.shm import is_mpi_shm, unlink_shm
     precious = tmp_path / "precious"
     precious.write_text("x")
     crafted = f"/dev/shm/mpich_shm_m/../../..{precious}"
@@ -269,9 +277,9 @@ def test_two_dac_up_at_once_give_one_tree_and_one_refusal(tree_dir):
         down = dac_cmd("down")
     assert "stopped after" in down.stdout
     assert wait_for_no_processes(tag, timeout=10) == {}
-    import psutil  # noqa: F401  (ipykernel brings it) - no dac.warm server left
+    import psutil  # noqa: F401  (ipykernel brings it) - no dac.warm_tree server left
     left = [p for p in psutil.process_iter(["cmdline", "environ"])
-            if "dac.warm" in " ".join(p.info["cmdline"] or [])
+            if "dac.warm_tree" in " ".join(p.info["cmdline"] or [])
             and (p.info["environ"] or {}).get("DAC_TEST_TAG") == tag]
     assert left == []
 
@@ -380,7 +388,7 @@ def test_a_deleted_working_folder_is_a_clear_error(tmp_path):
 def test_leftovers_of_a_killed_run_go_with_the_next_run(tmp_path):
     """A root killed by SIGKILL in the middle of a run cannot clean up: the next run
     of the same user removes its run folder and the MPI files it left."""
-    from stealing.userdirs import runs_dir
+    from stealing.host.userdirs import runs_dir
     script = tmp_path / "long.py"
     script.write_text("import sys\nsys.path.insert(0, %r)\nimport dac\n"
                       "from nested_programs import sleep_tree\n"

@@ -14,7 +14,6 @@ import sys
 import time
 
 import pytest
-
 from proctools import finish, launch, leftover_shm, new_tag, wait_for_no_processes
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts",
@@ -65,5 +64,5 @@ def test_losing_processes_in_any_order_ends_the_run_cleanly(order):
 
 
 def _state_runs() -> str:
-    from stealing.userdirs import runs_dir
+    from stealing.host.userdirs import runs_dir
     return runs_dir()

@@ -1,10 +1,20 @@
-"""The module graph of dac, stealing and launcher (DESIGN §8, "Imports only go down").
+"""The module graph of dac, stealing and launcher: layers, top to bottom, each importing
+only those below it (and itself).
 
-``launcher.cli`` → ``dac`` → ``launcher.topology``, ``launcher.placement`` → ``stealing``;
-``stealing`` imports nothing of ``dac`` or ``launcher`` (a leaf learns its task executor
-by reference); no module imports another package's private names; there is no cycle.
-Every import counts, those inside functions too. Read from the source with ``ast``:
-nothing is imported here.
+    launcher          the command line and the Open MPI glue
+    dac               the API
+    stealing.warm     the warm tree: folder, socket messages, server, a script's side
+    stealing.roles    the processes: root, routers, leaves, their monitor and loops
+    stealing.observe  statistics, timeline recorder, trace, tasks' output
+    stealing.transport MPI, spawning, messages, the mailbox, doorbells
+    stealing.host     this host's processes and files
+    stealing.tree     topology, placement, plan, steal policy, task identities
+    stealing          the package itself and its exceptions (the bottom)
+
+``stealing`` imports nothing of ``dac`` or ``launcher`` (a leaf learns its task
+executor by reference); no module imports another package's private names; there is no
+cycle. Every import counts, those inside functions too. Read from the source with
+``ast``: nothing is imported here.
 """
 
 from __future__ import annotations
@@ -17,13 +27,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("dac", "stealing", "launcher")
 
-# What each layer may import of the three packages (itself included).
-ALLOWED = {
-    "stealing": {"stealing"},
-    "launcher": {"launcher", "stealing"},          # launcher.topology, launcher.placement
-    "dac": {"dac", "launcher", "stealing"},
-    "launcher.cli": {"launcher.cli", "launcher", "dac", "stealing"},
-}
+# the layers, bottom first: each may import its own and those before it
+ORDER = ("stealing", "stealing.tree", "stealing.host", "stealing.transport",
+         "stealing.observe", "stealing.roles", "stealing.warm", "dac", "launcher")
+ALLOWED = {name: set(ORDER[:i + 1]) for i, name in enumerate(ORDER)}
+# the package's own __init__ re-exports the public names of stealing.tree
+ALLOWED["stealing"] = {"stealing", "stealing.tree"}
 
 
 def find_modules() -> dict:
@@ -42,11 +51,13 @@ MODULES = find_modules()
 
 
 def layer(module: str) -> str:
-    """``launcher.cli`` is a layer of its own, above dac; other modules belong to the
-    layer of their package."""
-    if module == "launcher.cli" or module.startswith("launcher.cli."):
-        return "launcher.cli"
-    return module.split(".")[0]
+    """The layer of a module: its subpackage of ``stealing`` (``stealing.tree``, ...),
+    else its package; ``stealing`` itself for the modules at its top
+    (``stealing.exceptions``)."""
+    parts = module.split(".")
+    if parts[0] == "stealing" and len(parts) > 1 and f"stealing.{parts[1]}" in ORDER:
+        return f"stealing.{parts[1]}"
+    return parts[0]
 
 
 def private(name: str) -> bool:
@@ -179,9 +190,9 @@ def graph() -> dict:
 
 # --- the three packages -------------------------------------------------------------
 def test_the_packages_are_found():
-    for name in ("dac", "dac.runtime", "dac.execution", "stealing", "stealing.leaf",
-                 "stealing.root", "stealing.executor", "launcher.cli",
-                 "launcher.topology", "launcher.placement"):
+    for name in ("dac", "dac.runtime", "dac.execution", "stealing", "stealing.roles.leaf",
+                 "stealing.roles.root", "stealing.roles.executor", "launcher.cli",
+                 "stealing.tree.topology", "stealing.tree.placement"):
         assert name in MODULES
 
 
@@ -212,29 +223,41 @@ def test_the_module_graph_has_no_cycle():
             visit(module)
 
 
-def test_only_launcher_cli_imports_dac_from_launcher():
+def test_every_subpackage_of_stealing_says_what_it_owns():
+    for name in ORDER[1:7]:
+        doc = ast.get_docstring(ast.parse(MODULES[name].read_text()))
+        assert doc and len(doc.split()) >= 20, name
+
+
+def test_topology_and_placement_are_below_the_api():
     edges = graph()
-    importers = {m for m, targets in edges.items()
-                 if m.startswith("launcher") and any(layer(t) == "dac" for t in targets)}
-    assert importers == {"launcher.cli"}
+    assert not any(layer(t) in ("dac", "launcher")
+                   for m in ("stealing.tree.topology", "stealing.tree.placement")
+                   for t in edges[m])
 
 
 # --- the checker itself finds what it must ------------------------------------------
 @pytest.mark.parametrize("module, source, found", [
-    ("stealing.leaf", "def f():\n    from dac.execution import load_table\n",
-     "stealing.leaf:2 imports dac.execution"),
-    ("stealing.root", "import dac\n", "stealing.root:1 imports dac"),
-    ("launcher.topology", "from dac.errors import DacError\n",
-     "launcher.topology:1 imports dac.errors"),
-    ("launcher.placement", "from launcher import cli\n",
-     "launcher.placement:1 imports launcher.cli"),
+    ("stealing.roles.leaf", "def f():\n    from dac.execution import load_table\n",
+     "stealing.roles.leaf:2 imports dac.execution"),
+    ("stealing.roles.root", "import dac\n", "stealing.roles.root:1 imports dac"),
+    ("stealing.tree.topology", "from dac.errors import DacError\n",
+     "stealing.tree.topology:1 imports dac.errors"),
+    ("stealing.tree.placement", "from launcher import cli\n",
+     "stealing.tree.placement:1 imports launcher.cli"),
+    ("stealing.tree.policy", "from stealing.transport import protocol\n",
+     "stealing.tree.policy:1 imports stealing.transport.protocol"),
+    ("stealing.host.procs", "from stealing.roles import leaf\n",
+     "stealing.host.procs:1 imports stealing.roles.leaf"),
+    ("dac.runtime", "from launcher.topology import load_topology\n",
+     "dac.runtime:1 imports launcher.topology"),
     ("dac.runtime", "import launcher.cli\n", "dac.runtime:1 imports launcher.cli"),
-    ("launcher.placement", "from stealing.plan import _tasks_per_branch\n",
-     "launcher.placement:1 imports private _tasks_per_branch of stealing.plan"),
+    ("dac.runtime", "from stealing.tree.plan import _tasks_per_branch\n",
+     "dac.runtime:1 imports private _tasks_per_branch of stealing.tree.plan"),
     ("launcher.cli", "import dac.runtime as rt\nrt._crowding(1, {})\n",
      "launcher.cli:2 uses private _crowding of dac.runtime"),
-    ("stealing.leaf", "import importlib\nimportlib.import_module('dac.execution')\n",
-     "stealing.leaf:2 imports dac.execution dynamically"),
+    ("stealing.roles.leaf", "import importlib\nimportlib.import_module('dac.execution')\n",
+     "stealing.roles.leaf:2 imports dac.execution dynamically"),
 ])
 def test_the_checker_finds_a_wrong_import(module, source, found):
     assert any(p.startswith(found) for p in problems(module, source)), \
@@ -242,24 +265,25 @@ def test_the_checker_finds_a_wrong_import(module, source, found):
 
 
 def test_the_checker_allows_what_the_layout_allows():
-    assert problems("dac.runtime", "from launcher.placement import plan_topology\n"
-                                   "from stealing.mpi import lock\n") == []
+    assert problems("dac.runtime", "from stealing.tree.placement import plan_topology\n"
+                                   "from stealing.transport.mpi import lock\n") == []
     assert problems("launcher.cli", "import dac.runtime as rt\nrt.defaults['x'] = 1\n"
-                                    "from launcher.topology import _int\n") == []
-    assert problems("stealing.leaf", "from . import protocol as P\nP.NAMES\n") == []
+                                    "from stealing.tree.topology import LIMITS\n") == []
+    assert problems("stealing.roles.leaf", "from stealing.transport import protocol as P"
+                                           "\nP.NAMES\n") == []
 
 
 # --- the executor a leaf gets by reference --------------------------------------------
 def test_dac_executor_is_what_the_scheduler_asks_for():
     from dac import execution
-    from stealing.executor import Executor, load_executor
+    from stealing.roles.executor import TaskExecutor, load_executor
     executor = load_executor(execution.REFERENCE)
     assert isinstance(executor, execution.Executor)
-    assert isinstance(executor, Executor)
+    assert isinstance(executor, TaskExecutor)
 
 
 @pytest.mark.parametrize("reference", [None, "dac.execution", 3])
 def test_a_malformed_executor_reference_is_refused(reference):
-    from stealing.executor import load_executor
+    from stealing.roles.executor import load_executor
     with pytest.raises(ValueError, match="module:name"):
         load_executor(reference)

@@ -2,8 +2,8 @@
 
 from collections import deque
 
-from stealing import protocol as P
-from stealing.leaf import Ask, Leaf, Phase
+from stealing.roles.leaf import Ask, Leaf, Phase
+from stealing.transport import protocol as P
 
 
 class Mailbox:

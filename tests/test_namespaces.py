@@ -23,10 +23,15 @@ import sys
 import warnings
 
 import pytest
-
 from netns import lab as netlab
-from proctools import TAG_VAR, finish, new_tag, tagged_env, wait_for, \
-    wait_for_no_processes
+from proctools import (
+    TAG_VAR,
+    finish,
+    new_tag,
+    tagged_env,
+    wait_for,
+    wait_for_no_processes,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAC = shutil.which("dac", path=os.path.dirname(sys.executable)) or "dac"

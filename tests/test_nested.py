@@ -8,12 +8,12 @@ Values are exact; the counters must show the splits and add up.
 
 import sys
 
+import nested_programs as nest
 import numpy as np
 import pytest
+from proctools import wait_for_no_processes
 
 import dac
-import nested_programs as nest
-from proctools import wait_for_no_processes
 
 
 def leaves_of(stats):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from proctools import CHECKOUT, new_tag, wait_for_no_processes
 
 nbformat = pytest.importorskip("nbformat", reason="the notebook test needs nbformat "

@@ -3,7 +3,7 @@
 import pytest
 
 from stealing import plan_tree, tasks_per_branch
-from stealing.plan import split_procs
+from stealing.tree.plan import split_procs
 
 FIG_5_4 = dict(branches=2, min_procs=2, tasks_per_leaf=5, steal_factor=2)
 

@@ -9,8 +9,18 @@ from collections import deque
 import pytest
 
 from stealing import plan_tree
-from stealing.policy import (DRY_S, STEAL_COUNTERS, AskParent, Give, Refuse, Route, SendResults,
-                             Split, StealPolicy, Yield)
+from stealing.tree.policy import (
+    DRY_S,
+    STEAL_COUNTERS,
+    AskParent,
+    Give,
+    Refuse,
+    Route,
+    SendResults,
+    AskSplit,
+    StealPolicy,
+    Yield,
+)
 
 
 class Clock:
@@ -179,7 +189,7 @@ def test_a_refused_refill_is_no_failed_steal():
     assert steals(policy) == counts(steals_remote=1)
     # the parent refused a refill, not an idle request: the router may still ask it
     assert not policy.split_refused
-    assert policy.on_child_results(0, 2, 5, idle=True) == [Split(1, 5)]
+    assert policy.on_child_results(0, 2, 5, idle=True) == [AskSplit(1, 5)]
     assert policy.on_child_results(1, 1, 5, idle=True) == [AskParent([], 20, True)]
     policy.keep_results(["b"])
     assert policy.on_nomore() == [Refuse(0), Refuse(1), SendResults(["b"])]
@@ -217,7 +227,7 @@ def test_new_tasks_go_to_an_idle_leaf_before_one_asking_ahead():
     assert policy.on_tasks([0, 1]) == [Give(0, [0]), Give(1, [1])]
     assert policy.on_child_results(0, 0, 5) == []        # leaf 0 computes, asks ahead
     # leaf 1 is done: leaf 0 is asked to split
-    assert policy.on_child_results(1, 1, 5, idle=True) == [Split(0, 5)]
+    assert policy.on_child_results(1, 1, 5, idle=True) == [AskSplit(0, 5)]
     assert policy.on_tasks([2]) == [Give(1, [2])]
     assert policy.children[0].want == 5
 
@@ -296,7 +306,7 @@ def test_steal_counters_identity_over_a_round(remote, speeds, batches, split):
 
 
 class SimLeaf:
-    """A leaf of ``simulate``, as ``stealing.leaf`` behaves towards its router: it
+    """A leaf of ``simulate``, as ``stealing.roles.leaf`` behaves towards its router: it
     solves ``speed`` tasks a turn (all it holds when None), prefetches (asks for 5
     more, a refill) once half its batch is done, and asks idle when it runs dry with
     no request out; a refused idle request ends its round. A SPLIT takes the newest
@@ -332,7 +342,7 @@ def simulate(total: int, remote: str, quota: int = 5, speeds=None):
             if isinstance(a, Give):
                 batches += 1
                 got_work.add((r, a.child))
-            if isinstance(a, (Give, Refuse, Split)):
+            if isinstance(a, (Give, Refuse, AskSplit)):
                 queue.append(("leaf", leaves[r, a.child], a))
             else:
                 queue.append(("root", r, a))
@@ -368,7 +378,7 @@ def simulate(total: int, remote: str, quota: int = 5, speeds=None):
             leaf.requested, leaf.exhausted = False, True
             if not (leaf.tasks or leaf.refused_idle):
                 ask(leaf, idle=True)
-        elif len(leaf.tasks) > 1:                           # a Split
+        elif len(leaf.tasks) > 1:                           # a AskSplit
             given = [leaf.tasks.pop()
                      for _ in range(min(a.amount, (len(leaf.tasks) + 1) // 2))][::-1]
             from_router(leaf.r, routers[leaf.r].on_split_answer(leaf.k, given))
@@ -433,8 +443,8 @@ def test_an_idle_leaf_is_served_by_splitting_a_busy_one():
     tasks = [job(i) for i in range(10)]
     assert policy.on_tasks(tasks) == [Give(0, tasks[:5]), Give(1, tasks[5:])]
     # leaf 1 ran its batch and has nothing left; the pool is empty, leaf 0 holds 5
-    assert policy.on_child_results(1, 5, 5, idle=True) == [Split(0, 5)]
-    assert policy.child_wants(1, 5, idle=True) == []     # one Split at a time
+    assert policy.on_child_results(1, 5, 5, idle=True) == [AskSplit(0, 5)]
+    assert policy.child_wants(1, 5, idle=True) == []     # one AskSplit at a time
     assert policy.busy()
     # leaf 0 hands over its 2 queued tasks and a spawn of the task it runs: the queued
     # ones leave its outstanding count, the spawn (its own) was never in it
@@ -463,13 +473,13 @@ def test_a_refill_request_never_splits():
     assert outstanding(policy) == [5, 2]
     assert not any(c.split_pending for c in policy.children)
     # once leaf 1 has run dry, its idle request splits leaf 0
-    assert policy.on_child_results(1, 2, 5, idle=True) == [Split(0, 5)]
+    assert policy.on_child_results(1, 2, 5, idle=True) == [AskSplit(0, 5)]
 
 
 def test_a_child_that_splits_nothing_is_dry_until_it_returns_results():
     policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
     policy.on_tasks([job(i) for i in range(10)])
-    assert policy.on_child_results(1, 5, 5, idle=True) == [Split(0, 5)]
+    assert policy.on_child_results(1, 5, 5, idle=True) == [AskSplit(0, 5)]
     # nothing to hand over, and no other child to split: leaf 0 still holds work, so
     # the waiting leaf is parked (no answer), not refused
     assert policy.on_split_answer(0, []) == []
@@ -477,7 +487,7 @@ def test_a_child_that_splits_nothing_is_dry_until_it_returns_results():
     assert policy.children[1].split_wait and policy.children[1].want == 5
     assert policy.on_child_results(1, 0, 5, idle=True) == []     # still dry: parked
     # leaf 0 reports a result: no longer dry, it is split for the parked leaf at once
-    assert policy.on_child_results(0, 1, 0) == [Split(0, 5)]
+    assert policy.on_child_results(0, 1, 0) == [AskSplit(0, 5)]
     assert policy.children[0].dry_until == 0.0
     assert steals(policy) == counts()
 
@@ -489,7 +499,7 @@ def test_a_dry_router_is_split_again_when_its_wait_is_over():
     clock = Clock()
     policy = root([("router", 2, 5), ("router", 2, 5)], clock)
     # one task: router 0 takes it, and router 1's initial share is split off router 0
-    assert policy.on_tasks([job(0)]) == [Give(0, [job(0)]), Split(0, 5)]
+    assert policy.on_tasks([job(0)]) == [Give(0, [job(0)]), AskSplit(0, 5)]
     assert policy.retry_in() is None                # a split is under way
     assert policy.on_child_results(1, 0, 20, idle=True) == []
     # router 0 had nothing to give, and says its own leaves are idle too: it is
@@ -503,7 +513,7 @@ def test_a_dry_router_is_split_again_when_its_wait_is_over():
     clock.t = DRY_S
     assert policy.retry_in() == 0.0
     # router 0 still holds work: it is split again (its idle flag is stale)
-    assert policy.retry() == [Split(0, 20)]
+    assert policy.retry() == [AskSplit(0, 20)]
     assert policy.retry_in() is None
     stolen = [spawn((0, 1), 5), spawn((0, 1), 6)]     # spawns of a leaf of router 0
     assert policy.on_split_answer(0, stolen) == [Give(1, stolen)]
@@ -519,7 +529,7 @@ def test_retry_wakes_once_per_dry_spell():
     assert policy.on_tasks([job(0), job(1)]) == [Give(0, [job(0)]), Give(1, [job(1)])]
     # the leaf waits at sync (idle, holding its task); the router, idle as well,
     # gives nothing: nobody can be split
-    assert policy.on_child_results(1, 0, 5, idle=True) == [Split(0, 5)]
+    assert policy.on_child_results(1, 0, 5, idle=True) == [AskSplit(0, 5)]
     assert policy.on_split_answer(0, []) == []
     assert policy.on_child_results(0, 0, 20, idle=True) == []
     clock.t = DRY_S
@@ -536,8 +546,8 @@ def test_a_dry_child_is_passed_over_for_another_busy_one():
     policy = root([("leaf", 1, 5), ("leaf", 1, 5), ("leaf", 1, 5)])
     policy.on_tasks([job(i) for i in range(15)])
     assert policy.on_child_results(1, 3, 0) == []
-    assert policy.on_child_results(2, 5, 5, idle=True) == [Split(0, 5)]  # the busiest
-    assert policy.on_split_answer(0, []) == [Split(1, 5)]
+    assert policy.on_child_results(2, 5, 5, idle=True) == [AskSplit(0, 5)]  # the busiest
+    assert policy.on_split_answer(0, []) == [AskSplit(1, 5)]
     stolen = [job(8), job(9)]
     assert policy.on_split_answer(1, stolen) == [Give(2, stolen)]
     assert outstanding(policy) == [5, 0, 2]
@@ -605,7 +615,7 @@ def test_a_router_with_an_empty_pool_splits_every_busy_child_for_its_parent():
     policy = router(leaves=2, quota=5)
     policy.path = (2,)
     policy.on_tasks([job(i) for i in range(10)])
-    assert policy.on_split_request(4) == [Split(0, 4), Split(1, 4)]
+    assert policy.on_split_request(4) == [AskSplit(0, 4), AskSplit(1, 4)]
     assert policy.busy()
     stolen = [job(3), job(4), spawn((2, 0), 1)]
     # the first answer goes up at once (no child of this router waits: no steal
@@ -616,7 +626,7 @@ def test_a_router_with_an_empty_pool_splits_every_busy_child_for_its_parent():
     assert steals(policy) == counts()
     assert policy.on_split_request(4) == [Yield([job(9)])]
     # a child that gives nothing is passed over for DRY_S; one answer all the same
-    assert policy.on_split_request(4) == [Split(0, 4), Split(1, 4)]
+    assert policy.on_split_request(4) == [AskSplit(0, 4), AskSplit(1, 4)]
     assert policy.on_split_answer(1, []) == []
     assert policy.on_split_answer(0, []) == [Yield([])]
     assert policy.on_split_request(4) == [Yield([])]     # both dry for now
@@ -633,9 +643,9 @@ def test_a_router_serves_its_own_waiting_leaf_before_the_parent_split():
     assert outstanding(policy) == [5, 5, 5]
     # leaf 2 ran its share and waits; the parent has no more
     assert policy.on_child_results(2, 5, 2, idle=True) == [AskParent([], 24, False)]
-    assert policy.on_nomore() == [Split(0, 2)]
+    assert policy.on_nomore() == [AskSplit(0, 2)]
     # the parent asks too: the other busy child is split as well
-    assert policy.on_split_request(4) == [Split(1, 4)]
+    assert policy.on_split_request(4) == [AskSplit(1, 4)]
     stolen = [spawn((2, 0), 1), spawn((2, 0), 2), spawn((2, 0), 3)]
     assert policy.on_split_answer(0, stolen) == [Give(2, stolen[:2]), Yield([stolen[2]])]
     assert policy.on_split_answer(1, [spawn((2, 1), 1)]) == []
@@ -663,7 +673,7 @@ def test_a_router_asks_its_parent_idle_once_until_no_more():
     # the parent may have more: a plain request first (a refill of the pool)
     assert policy.on_child_results(1, 5, 5, idle=True) == [AskParent([(5, "r5")], 20)]
     # it has not: split the busy leaf
-    assert policy.on_nomore() == [Split(0, 5)]
+    assert policy.on_nomore() == [AskSplit(0, 5)]
     policy.keep_results([(6, "r6")])
     # it has nothing: no child can be split, ask the parent to split elsewhere
     assert policy.on_split_answer(0, []) == [AskParent([(6, "r6")], 20, True)]
@@ -678,7 +688,7 @@ def test_a_router_asks_its_parent_idle_once_until_no_more():
     # new tasks from the parent: it may be asked again
     assert policy.on_tasks([job(10), job(11)]) == [Give(0, [job(10)]), Give(1, [job(11)])]
     assert policy.on_child_results(0, 1, 5, idle=True) == [AskParent([], 20)]
-    assert policy.on_nomore() == [Split(1, 5)]
+    assert policy.on_nomore() == [AskSplit(1, 5)]
     assert policy.on_split_answer(1, []) == [AskParent([], 20, True)]
     assert steals(policy) == counts(steals_remote=4, steals_failed=3)
 
@@ -688,7 +698,7 @@ def test_a_routers_idle_request_splits_its_siblings_a_refill_does_not():
     tasks = [job(i) for i in range(20)]
     policy.on_tasks(tasks)
     assert policy.on_child_results(1, 10, 20) == [Refuse(1)]
-    assert policy.on_child_results(1, 0, 20, idle=True) == [Split(0, 20)]
+    assert policy.on_child_results(1, 0, 20, idle=True) == [AskSplit(0, 20)]
     stolen = [job(8), job(9), spawn((0, 1), 1)]
     assert policy.on_split_answer(0, stolen) == [Give(1, stolen)]
     assert outstanding(policy) == [8, 3]
@@ -702,7 +712,7 @@ def test_a_leaf_served_by_a_split_higher_up_counts_at_its_router():
     policy.path = (1,)
     policy.on_tasks([job(i) for i in range(10)])
     assert policy.on_child_results(1, 5, 5, idle=True) == [AskParent([], 20)]
-    assert policy.on_nomore() == [Split(0, 5)]
+    assert policy.on_nomore() == [AskSplit(0, 5)]
     assert policy.on_split_answer(0, []) == [AskParent([], 20, True)]
     stolen = [job(12), spawn((0, 1), 1)]                 # split off router (0,)'s leaf
     assert policy.on_tasks(stolen) == [Give(1, stolen)]
@@ -713,7 +723,7 @@ def test_a_leaf_served_by_a_split_higher_up_counts_at_its_router():
 def test_two_idle_leaves_share_one_split_each_batch_a_split_steal():
     policy = root([("leaf", 1, 5), ("leaf", 1, 5), ("leaf", 1, 5)])
     policy.on_tasks([job(i) for i in range(15)])
-    assert policy.on_child_results(1, 5, 5, idle=True) == [Split(0, 5)]
+    assert policy.on_child_results(1, 5, 5, idle=True) == [AskSplit(0, 5)]
     assert policy.on_child_results(2, 5, 5, idle=True) == []     # waits for the same
     stolen = [job(3), job(4), spawn((0,), 1), spawn((0,), 2)]
     assert policy.on_split_answer(0, stolen) == [Give(1, stolen[:2]), Give(2, stolen[2:])]
@@ -744,7 +754,7 @@ def test_counters_add_up_over_a_round_with_splits():
     assert step(policy.on_tasks(t[8:10])) == [Give(2, [t[8]])]    # after remote
     assert step(policy.on_child_results(2, 1, 2, idle=True)) == [Give(2, [t[9]])]
     assert step(policy.on_child_results(0, 1, 2, idle=True)) == [AskParent([], 12)]
-    assert step(policy.on_nomore()) == [Split(1, 2)]      # leaf 1 is the first busiest
+    assert step(policy.on_nomore()) == [AskSplit(1, 2)]      # leaf 1 is the first busiest
     assert step(policy.on_child_results(2, 1, 2, idle=True)) == []
     # leaf 1 splits three spawns off task 7 for leaves 0 and 2 (one left in the pool)
     assert step(policy.on_split_answer(1, [s1, s2, s3])) == [Give(0, [s1]), Give(2, [s2])]
@@ -754,8 +764,8 @@ def test_counters_add_up_over_a_round_with_splits():
     assert outstanding(policy) == [1, 1, 1]               # its own spawn: not counted
     # leaf 0 returns s1's result (routed to leaf 1); nothing left to split
     assert policy.route([(s1[0], "r1")]) == ([], [Route(1, [(s1[0], "r1")])])
-    assert step(policy.on_child_results(0, 1, 2, idle=True)) == [Split(1, 2)]
-    assert step(policy.on_split_answer(1, [])) == [Split(2, 2)]
+    assert step(policy.on_child_results(0, 1, 2, idle=True)) == [AskSplit(1, 2)]
+    assert step(policy.on_split_answer(1, [])) == [AskSplit(2, 2)]
     assert step(policy.on_split_answer(2, [])) == [AskParent([], 12, True)]
     # nothing outside either, but leaves 1 and 2 still hold work: leaf 0 is parked
     assert step(policy.on_nomore()) == [] and policy.children[0].split_wait
@@ -780,7 +790,7 @@ def test_a_leaf_running_its_own_split_spawn_leaves_its_count_alone():
     got no share of the next round (a hang found in a kept runtime)."""
     policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
     # one task, to leaf 0; leaf 1, with nothing, waits for a split of leaf 0's work
-    assert policy.on_tasks([(0, b"t0")]) == [Give(0, [(0, b"t0")]), Split(0, 5)]
+    assert policy.on_tasks([(0, b"t0")]) == [Give(0, [(0, b"t0")]), AskSplit(0, 5)]
     own = (((0,), 3), b"spawn")
     assert policy.on_split_answer(0, [own]) == [Give(1, [own])]
     # leaf 1 is gone on to other work; the spawn comes back and leaf 0 takes it
@@ -806,7 +816,7 @@ def parked_behind_a_dry_leaf():
     answered the split with nothing (it is dry), so nothing can be split for leaf 1."""
     policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
     policy.on_tasks([job(i) for i in range(10)])
-    assert policy.on_child_results(1, 5, 5, idle=True) == [Split(0, 5)]
+    assert policy.on_child_results(1, 5, 5, idle=True) == [AskSplit(0, 5)]
     assert policy.on_split_answer(0, []) == []
     return policy
 
@@ -823,7 +833,7 @@ def test_a_parked_leaf_is_served_by_the_busy_leafs_next_split():
     policy = parked_behind_a_dry_leaf()
     # leaf 0 returns two results with a refill: no longer dry, it is split for the
     # parked leaf; its own refill finds nothing and is refused (no failed steal)
-    assert policy.on_child_results(0, 2, 5) == [Split(0, 5), Refuse(0)]
+    assert policy.on_child_results(0, 2, 5) == [AskSplit(0, 5), Refuse(0)]
     assert policy.on_split_answer(0, [job(3), job(4)]) == [Give(1, [job(3), job(4)])]
     assert outstanding(policy) == [1, 2]
     assert steals(policy) == counts(steals_split=1)
@@ -847,7 +857,7 @@ def test_a_leaf_waiting_at_sync_is_never_refused():
     t0, t1, s1 = job(0), job(1), spawn((1, 0), 1)
     assert policy.on_tasks([t0, t1]) == [Give(0, [t0]), Give(1, [t1])]
     # every busy child is split for the parent; the first to give answers it
-    assert policy.on_split_request(1) == [Split(0, 1), Split(1, 1)]
+    assert policy.on_split_request(1) == [AskSplit(0, 1), AskSplit(1, 1)]
     assert policy.on_split_answer(0, [s1]) == [Yield([s1])]
     assert policy.on_split_answer(1, []) == []
     assert outstanding(policy) == [1, 1]                 # its own spawn: not counted
@@ -860,7 +870,7 @@ def test_a_leaf_waiting_at_sync_is_never_refused():
     assert policy.child_wants(0, 1, idle=True) == []     # asks again: still waits
     # s1's result comes down; leaf 0 resumes, and then returns its task's result
     assert policy.route([(s1[0], "v1")]) == ([], [Route(0, [(s1[0], "v1")])])
-    assert policy.distribute() == [Split(0, 1)]          # woken: split for leaf 1
+    assert policy.distribute() == [AskSplit(0, 1)]          # woken: split for leaf 1
     policy.keep_results([(0, "r0")])
     assert policy.on_child_results(0, 1, 1, idle=True) == [
         Refuse(0), Refuse(1), SendResults([(0, "r0")])]
@@ -875,10 +885,10 @@ def woken_at_the_root():
     policy = root([("leaf", 1, 1), ("leaf", 1, 1), ("leaf", 1, 1)])
     t, s1 = [job(i) for i in range(3)], spawn((0,), 1)
     assert policy.on_tasks(t) == [Give(0, [t[0]]), Give(1, [t[1]]), Give(2, [t[2]])]
-    assert policy.on_child_results(2, 1, 1, idle=True) == [Split(0, 1)]
+    assert policy.on_child_results(2, 1, 1, idle=True) == [AskSplit(0, 1)]
     assert policy.on_split_answer(0, [s1]) == [Give(2, [s1])]
-    assert policy.on_child_results(1, 1, 1, idle=True) == [Split(0, 1)]
-    assert policy.on_split_answer(0, []) == [Split(2, 1)]
+    assert policy.on_child_results(1, 1, 1, idle=True) == [AskSplit(0, 1)]
+    assert policy.on_split_answer(0, []) == [AskSplit(2, 1)]
     assert policy.on_split_answer(2, []) == []
     assert policy.on_child_results(0, 0, 1, idle=True) == []    # at sync
     assert outstanding(policy) == [1, 0, 1]
@@ -909,7 +919,7 @@ def test_a_parked_leaf_splits_a_woken_sibling():
     asks it for work."""
     policy = woken_at_the_root()
     actions = policy.child_wants(2, 0)
-    assert [(type(a), a.child) for a in actions] == [(Split, 0)]
+    assert [(type(a), a.child) for a in actions] == [(AskSplit, 0)]
 
 
 def parked_below_a_router():
@@ -950,12 +960,12 @@ def test_a_router_gives_its_parked_leaves_the_tasks_split_for_them_elsewhere():
 
 def test_a_split_voided_by_an_idle_request_still_answers_the_parent():
     """The parent asks router to split; the router passes it to leaf 0, whose idle
-    request crosses the SPLIT (stealing.leaf ignores a SPLIT once idle). The parent
+    request crosses the SPLIT (stealing.roles.leaf ignores a SPLIT once idle). The parent
     must still get an answer, and the router must not stay busy after the round."""
     policy = router(leaves=2, quota=5)
     policy.on_tasks([job(i) for i in range(10)])
     actions = policy.on_split_request(4)
-    assert actions == [Split(0, 4), Split(1, 4)]
+    assert actions == [AskSplit(0, 4), AskSplit(1, 4)]
     actions += policy.on_child_results(0, 5, 5, idle=True)
     actions += policy.on_nomore()
     actions += policy.on_child_results(1, 5, 5, idle=True)
@@ -965,7 +975,7 @@ def test_a_split_voided_by_an_idle_request_still_answers_the_parent():
     assert policy.split_up == 0 and not policy.busy()
 
 
-# a lost child (stealing.node.Node.lose_child under Open MPI's ULFM) --------------
+# a lost child (stealing.roles.node.Node.lose_child under Open MPI's ULFM) --------------
 def test_a_lost_leaf_s_tasks_go_back_to_the_head_of_the_pool_and_to_the_others():
     policy = root([("leaf", 1, 2), ("leaf", 1, 2)])
     tasks = [(i, f"t{i}".encode()) for i in range(6)]
@@ -1001,7 +1011,7 @@ def test_results_for_work_split_off_a_lost_leaf_are_dropped():
     redone (new spawns, new ids), and the stolen spawn's result, on its way to the dead
     owner, is dropped instead of being routed to it."""
     policy = root([("leaf", 1, 5), ("leaf", 1, 5)])
-    assert policy.on_tasks([(0, b"t0")]) == [Give(0, [(0, b"t0")]), Split(0, 5)]
+    assert policy.on_tasks([(0, b"t0")]) == [Give(0, [(0, b"t0")]), AskSplit(0, 5)]
     spawn_ = (((0,), 1), b"spawn")
     assert policy.on_split_answer(0, [spawn_]) == [Give(1, [spawn_])]
     assert policy.children[1].held == {((0,), 1): spawn_}    # its owner is outside leaf 1
@@ -1016,7 +1026,7 @@ def test_a_lost_child_owing_the_parent_a_split_answers_it_empty():
     policy = router(leaves=2, quota=2)
     tasks = [(i, b"x") for i in range(4)]
     policy.on_tasks(tasks)
-    assert policy.on_split_request(3) == [Split(0, 3), Split(1, 3)]
+    assert policy.on_split_request(3) == [AskSplit(0, 3), AskSplit(1, 3)]
     redone, actions = policy.lose_child(0)
     assert redone == tasks[0:2]
     # the redone tasks are in the pool: they answer the parent's split at once

@@ -5,13 +5,20 @@ import signal
 import sys
 import time
 
+import programs
 import pytest
+from proctools import (
+    dac_processes,
+    finish,
+    launch,
+    leftover_shm,
+    marked_pids,
+    new_tag,
+    wait_for,
+    wait_for_no_processes,
+)
 
 import dac
-from proctools import (dac_processes, finish, launch, leftover_shm, marked_pids, new_tag,
-                       wait_for, wait_for_no_processes)
-
-import programs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LONG_RUN = os.path.join(HERE, "scripts", "long_run.py")

@@ -1,4 +1,4 @@
-"""The wire protocol (``stealing.protocol``): one type per message, a tag enum, INIT's
+"""The wire protocol (``stealing.transport.protocol``): one type per message, a tag enum, INIT's
 keys in one place. No MPI: messages go through pickle as mpi4py sends them, and the
 scheduler's source is read with ``ast`` to check that what it names is declared."""
 
@@ -10,12 +10,12 @@ import pickle
 import typing
 from pathlib import Path
 
-from stealing import protocol as P
-from stealing.errors import TaskError
+from stealing.exceptions import TaskError
+from stealing.transport import protocol as P
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = sorted((ROOT / "stealing").glob("*.py"))
-# the modules that build and read messages (waiting.py only moves them)
+SOURCES = sorted((ROOT / "stealing").rglob("*.py"))
+# the modules that build and read messages (mailbox.py only moves them)
 MESSAGING = ("node.py", "root.py", "router.py", "leaf.py", "process.py")
 
 SAMPLES = {
@@ -66,7 +66,7 @@ def test_every_message_round_trips_through_pickle():
 def test_message_types_are_module_level_namedtuples():
     for kind in message_types() + [P.Process]:
         assert issubclass(kind, tuple) and hasattr(kind, "_fields"), kind
-        assert kind.__module__ == "stealing.protocol"
+        assert kind.__module__ == "stealing.transport.protocol"
         assert getattr(P, kind.__name__) is kind
 
 
@@ -105,7 +105,7 @@ def _trees(names=None):
 
 
 def test_names_the_scheduler_uses_exist_in_the_protocol():
-    """Every ``P.<name>`` in stealing/*.py is declared in stealing.protocol."""
+    """Every ``P.<name>`` in stealing/*.py is declared in stealing.transport.protocol."""
     used = set()
     for name, tree in _trees():
         for node in ast.walk(tree):

@@ -2,11 +2,10 @@
 dependent spawns, and a Runtime kept alive across runs."""
 
 import numpy as np
+import programs
 import pytest
 
 import dac
-
-import programs
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +219,7 @@ def test_dependent_spawns_in_two_stages(rt):
 
 
 def test_mergesort_example_equals_numpy_sort(rt):
-    import mergesort                        # examples/mergesort.py (on sys.path)
+    import mergesort  # examples/mergesort.py (on sys.path)
     data = np.random.default_rng(7).integers(0, 1 << 40, 6000)
     report = rt.run_report(mergesort.mergesort, data)
     assert report.stats["tasks"] > 1
@@ -229,6 +228,7 @@ def test_mergesort_example_equals_numpy_sort(rt):
 
 def test_a_leaf_named_by_reference_is_imported_in_the_leaves_only():
     import sys
+
     import dac
     # programs.queens_ref names its leaf "refleaf:count" (a module only leaves import)
     report = dac.run_report(programs.queens_ref, 8, 0, 0, 0, procs=2, depth=2)

@@ -3,12 +3,11 @@
 import sys
 from types import MethodType
 
+import programs
 import pytest
 
 import dac
 from dac import Future, SyncError, spawn, sync
-
-import programs
 
 
 # --- serial elision ---------------------------------------------------------------------

@@ -7,9 +7,9 @@ the other); the context that decides what a ``@spawn`` call does belongs to its 
 import threading
 import time
 
-import dac
-
 import programs
+
+import dac
 
 
 def in_threads(count, target):

@@ -9,12 +9,12 @@ import subprocess
 import sys
 
 import pytest
+from nested_programs import sleep_spine
+from proctools import new_tag, tagged_env
+from programs import QUEENS, queens
 
 import dac
-from dac.timeline import MARKS, read_html
-from nested_programs import sleep_spine
-from programs import QUEENS, queens
-from proctools import new_tag, tagged_env
+from dac.timeline_page import MARKS, read_html
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TWO = os.path.join(CHECKOUT, "examples", "topologies", "two-clusters.toml")
@@ -139,7 +139,7 @@ def test_a_png_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch):
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    from dac.timeline import write
+    from dac.timeline_page import write
     with pytest.raises(dac.DacError, match=r"a PNG timeline \(x\.png\) needs matplotlib: "
                                            r"pip install matplotlib"):
         write("x.png", {"lanes": [], "started": 0.0, "ended": 1.0, "elapsed_s": 1.0,

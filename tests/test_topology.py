@@ -8,10 +8,17 @@ import sys
 
 import pytest
 
-from launcher.placement import plan_topology, steal_params
-from launcher.topology import (TopologyError, check_hosts, expand_range, load_topology,
-                               parse_slurm_nodelist, parse_slurm_tasks, read_hostfile,
-                               slurm_hosts)
+from stealing.tree.placement import plan_topology, steal_params
+from stealing.tree.topology import (
+    TopologyError,
+    check_hosts,
+    expand_range,
+    load_topology,
+    parse_slurm_nodelist,
+    parse_slurm_tasks,
+    read_hostfile,
+    slurm_hosts,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPOS = os.path.join(ROOT, "examples", "topologies")

@@ -19,12 +19,11 @@ ends with exactly one failed steal: its last (idle) request finds nothing left
 anywhere, and after "no more" it asks no more in that round.
 """
 
+import programs
 import pytest
 
 import dac
 from stealing import plan_tree
-
-import programs
 
 DEPTH = 7                     # range_sum(0, 2**7, ...) at depth 7: exactly 128 tasks
 TASKS = 2 ** DEPTH

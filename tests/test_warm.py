@@ -16,9 +16,14 @@ import sys
 import time
 
 import pytest
-
-from proctools import dac_processes, finish, launch, new_tag, wait_for, \
-    wait_for_no_processes
+from proctools import (
+    dac_processes,
+    finish,
+    launch,
+    new_tag,
+    wait_for,
+    wait_for_no_processes,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLIENT = os.path.join(ROOT, "tests", "scripts", "warm_client.py")
@@ -271,7 +276,7 @@ def test_a_tree_that_does_not_answer_is_passed_over(up_tree):
 
 
 def _tree_file(folder, **info):
-    from stealing.warm import write_tree_file
+    from stealing.warm.folder import write_tree_file
     os.makedirs(folder, mode=0o700, exist_ok=True)
     base = {"pid": os.getpid(), "uid": os.getuid(), "leaves": 2,
             "socket": os.path.join(folder, "tree.sock")}
@@ -281,7 +286,7 @@ def _tree_file(folder, **info):
 def test_a_tree_file_others_may_write_is_refused(tmp_path, monkeypatch, capfd):
     """Never read: a run says why and spawns a tree of its own; dac status refuses."""
     import dac
-    from dac import warm
+    from dac import warm_tree as warm
     folder = str(tmp_path / "tree")
     path = _tree_file(folder)
     os.chmod(path, 0o666)
@@ -299,7 +304,7 @@ def test_a_tree_file_others_may_write_is_refused(tmp_path, monkeypatch, capfd):
 
 def test_another_users_tree_file_is_refused(tmp_path, monkeypatch):
     import dac
-    from stealing.warm import read_tree_file
+    from stealing.warm.folder import read_tree_file
     folder = str(tmp_path / "tree")
     _tree_file(folder)
     real = os.getuid()
@@ -310,7 +315,7 @@ def test_another_users_tree_file_is_refused(tmp_path, monkeypatch):
 
 def test_a_wrong_tree_file_is_refused_with_what_is_wrong(tmp_path):
     import dac
-    from stealing.warm import TreeFileError, read_tree_file
+    from stealing.warm.folder import TreeFileError, read_tree_file
     folder = str(tmp_path / "tree")
     path = _tree_file(folder)
     with open(path, "w") as f:

@@ -4,12 +4,11 @@ link is crossed by remote steals only."""
 
 import os
 
+import programs
 import pytest
 
 import dac
-from launcher.topology import load_topology
-
-import programs
+from stealing.tree.topology import load_topology
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TWO = os.path.join(ROOT, "examples", "topologies", "two-clusters.toml")
@@ -58,7 +57,7 @@ def test_two_clusters_fifty_ms_apart(remote):
     # every task comes from the root: it crosses into a cluster, its result back
     assert stats["tasks_wide"] >= stats["tasks"] and stats["results_wide"] >= stats["tasks"]
     assert stats["bytes_wide"] > 0
-    from stealing.stats import format_stats
+    from stealing.observe.stats import format_stats
     assert f"across clusters: {stats['steals_wide']} steals" in format_stats(stats)
 
 
@@ -67,15 +66,15 @@ def test_one_cluster_counts_nothing_across_clusters():
     assert [stats[k] for k in ("steals_wide", "tasks_wide", "results_wide",
                                "bytes_wide")] == [0, 0, 0, 0]
     assert stats["steals_remote"] >= 1      # its routers asked the root all the same
-    from stealing.stats import format_stats
+    from stealing.observe.stats import format_stats
     assert "across clusters" not in format_stats(stats)
 
 
 def test_a_delayed_link_delivers_late_and_in_order():
     import time
 
-    from stealing.root import init_mpi
-    from stealing.waiting import Mailbox
+    from stealing.roles.root import init_mpi
+    from stealing.transport.mailbox import Mailbox
     MPI = init_mpi()
     comm = MPI.COMM_SELF.Dup()
     try:

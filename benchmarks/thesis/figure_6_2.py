@@ -23,10 +23,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import figure, table  # noqa: E402
-
-import dac  # noqa: E402
 from nqueens_boards import children  # noqa: E402
 from nqueens_kernels import KNOWN_COUNTS  # noqa: E402
+
+import dac  # noqa: E402
 
 
 @dac.spawn

@@ -24,9 +24,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import figure, table  # noqa: E402
+from sleep_scale import count, nap_tree  # noqa: E402
 
 import dac  # noqa: E402
-from sleep_scale import count, nap_tree  # noqa: E402
 
 
 def one_run(leaves, shape, seed, limit, p, ms, nodes):

@@ -41,9 +41,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from _common import figure  # noqa: E402  (puts examples/ and benchmarks/ on the path)
-
-from nqueens import queens  # noqa: E402  (examples/nqueens.py: leaf = numba count_from)
 from _timing import timed_run  # noqa: E402
+from nqueens import queens  # noqa: E402  (examples/nqueens.py: leaf = numba count_from)
 from nqueens_kernels import KNOWN_COUNTS  # noqa: E402
 
 from dac import run_report  # noqa: E402

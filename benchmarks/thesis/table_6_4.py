@@ -21,10 +21,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import figure, table  # noqa: E402
-
-import dac  # noqa: E402
 from nqueens import queens  # noqa: E402
 from nqueens_kernels import KNOWN_COUNTS  # noqa: E402
+
+import dac  # noqa: E402
 
 THESIS_BEST = {18: (1354, 40), 19: (1581, 20), 20: (2012, 10)}
 

@@ -19,14 +19,15 @@ import argparse
 import json
 import os
 import sys
+
 import tomllib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import EXAMPLES, figure, table  # noqa: E402
+from naps import naps  # noqa: E402
 
 import dac  # noqa: E402
-from naps import naps  # noqa: E402
-from launcher.topology import parse_topology  # noqa: E402
+from stealing.tree.topology import parse_topology  # noqa: E402
 
 TOPOLOGY = os.path.join(EXAMPLES, "topologies", "thesis-20-14.toml")
 

@@ -12,8 +12,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import dac  # noqa: E402
 import programs  # noqa: E402
+
+import dac  # noqa: E402
 
 
 def main():

@@ -9,8 +9,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import dac  # noqa: E402
 import programs  # noqa: E402
+
+import dac  # noqa: E402
 
 print("parent", dac.run(programs.fib, 15, procs=2), flush=True)
 with dac.Runtime(procs=2) as rt:

@@ -21,9 +21,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-import dac  # noqa: E402
 from nested_programs import sleep_tree  # noqa: E402
-from stealing.procs import children_named, descendants, table  # noqa: E402
+
+import dac  # noqa: E402
+from stealing.host.procs import children_named, descendants, table  # noqa: E402
 
 
 def ppid(pid):

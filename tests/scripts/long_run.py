@@ -11,8 +11,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import dac  # noqa: E402
 import programs  # noqa: E402
+
+import dac  # noqa: E402
 
 
 def main():

@@ -22,9 +22,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
-import dac  # noqa: E402
 from nested_programs import sleep_tree  # noqa: E402
 from programs import fib, plain_fib, queens  # noqa: E402
+
+import dac  # noqa: E402
 
 
 @dac.spawn(depth=1)

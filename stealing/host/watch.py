@@ -1,0 +1,122 @@
+"""The root's watch over the processes of its tree on its own host.
+
+A monitor (``stealing.roles.process``) records how its child ended, and the root reads those
+records. But a monitor can be killed too, and so can the processes MPI started for the
+run (``mpiexec``, its proxies), and nothing records that: the root then waited for
+ever, or the caller crashed at exit in ``MPI_Finalize``. So the root also watches, on
+its own host, the monitor of every process of the tree (a monitor's child dies with it:
+``PR_SET_PDEATHSIG``) and the process manager MPI started for it. One that is gone is
+a loss like a recorded one: the run ends at once with a ``LostProcessError`` naming it,
+and MPI is not finalized.
+
+Each watched process is a *pidfd* (``os.pidfd_open``): it becomes readable when the
+process ends, so the root's waits (``stealing.transport.mailbox``) wake at once, and the first to
+end is the one named (MPI's process manager then ends the others within
+milliseconds). Where there are no pidfds, the root looks every ``WATCH_S``. No MPI here.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import time
+
+from stealing.host.procs import alive, children_named, descendants, table
+
+WATCH_S = 0.5           # how often the root looks where there are no pidfds
+
+
+class Watch:
+    """Monitors and process managers of one tree, on the root's host."""
+
+    def __init__(self) -> None:
+        self.host = socket.gethostname()
+        self.watched: dict = {}         # pid -> (rank, role, how it is named, child)
+        self.fds: dict = {}             # pidfd -> pid
+        self.proxy: dict = {}           # monitor pid -> its parent (MPI's proxy)
+        self.next_look = 0.0
+
+    def _add(self, pid: int, rank: int, role: str, how: str, child: int = 0) -> None:
+        if pid in self.watched or not alive(pid):
+            return
+        self.watched[pid] = (rank, role, how, child)
+        try:
+            self.fds[os.pidfd_open(pid)] = pid
+        except (AttributeError, OSError):
+            pass
+
+    def ready(self, role: str, pid: int, host: str, monitor: int) -> None:
+        """A process of the tree said READY (``monitor`` 0: a spawn-per-batch leaf,
+        which ends after its batch, is not watched)."""
+        if monitor and host == self.host:
+            self._add(monitor, 2 if role == "leaf" else 3, f"{role}'s monitor",
+                      f"ended, and its {role} pid {pid} with it", pid)
+            self.proxy[monitor] = table().get(monitor, ("?", 0))[1]
+
+    def forget(self, pids) -> None:
+        """Processes that left the tree on purpose (let go): their monitors, and
+        the proxy MPI started for them if it served no other."""
+        pids = set(pids)
+        going = [m for m, w in self.watched.items() if w[3] in pids]
+        for monitor in going:
+            self._drop(monitor)
+            proxy = self.proxy.pop(monitor, None)
+            if proxy and proxy not in self.proxy.values():
+                self._drop(proxy)
+
+    def _drop(self, pid: int) -> None:
+        self.watched.pop(pid, None)
+        for fd, watched in list(self.fds.items()):
+            if watched == pid:
+                os.close(fd)
+                del self.fds[fd]
+
+    def note_managers(self) -> None:
+        """The process manager MPI runs for this process now (after a spawn):
+        ``mpiexec`` and the proxies below it."""
+        found = children_named("mpiexec")
+        if not found:
+            return
+        names = table()
+        for pid in descendants(found):
+            name = names.get(pid, ("?", 0))[0]
+            if name.startswith(("mpiexec", "hydra_pmi_proxy")):
+                self._add(pid, 0 if name.startswith("mpiexec") else 1, "process manager",
+                          f"({name}) ended: MPI cannot go on without it")
+
+    def pids(self) -> list:
+        """Every process watched, and the children of the monitors (the root's
+        clean-up after a loss)."""
+        return list(self.watched) + [w[3] for w in self.watched.values() if w[3]]
+
+    def alarms(self) -> list:
+        """The pidfds a wait should wake on."""
+        return list(self.fds)
+
+    def look(self) -> dict | None:
+        """A record (as a monitor writes one, with ``how`` in words) of a watched
+        process that ended, or None. The first seen is named (the root wakes at
+        once); when several are seen together, the one upstream: ``mpiexec`` before its proxies, a proxy before the monitors (when
+        one of those ends, MPI ends the others), a leaf's monitor before a router's.
+        Cheap with pidfds (one ``select``); otherwise at most every ``WATCH_S``."""
+        if self.fds:
+            ended, _, _ = select.select(list(self.fds), [], [], 0)
+            gone = [self.fds[fd] for fd in ended]
+        else:
+            now = time.monotonic()
+            if now < self.next_look:
+                return None
+            self.next_look = now + WATCH_S
+            gone = [pid for pid in self.watched if not alive(pid)]
+        if not gone:
+            return None
+        pid = min(gone, key=lambda p: self.watched[p][0])
+        _rank, role, how, _child = self.watched[pid]
+        return {"pid": pid, "host": self.host, "role": role, "code": -9, "tid": -1,
+                "time": time.time(), "how": how}
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = {}

@@ -1,0 +1,62 @@
+"""A message trace for studying the scheduler: ``DAC_TRACE_DIR=dir`` makes every process
+of a run append one line per message it sends or takes to ``dir/<pid>.trace``.
+
+A line is ``time  who  send|take  link  TAG  fields``: ``time`` from ``time.time()``
+(the processes share a clock on one host), ``who`` the process (``root``, or
+``router``/``leaf`` and its path from the root: ``leaf/1/0``), ``link`` the other end (``up``, or
+the child's number). Lists in messages show as their length. Off (the default), the
+mailbox pays one attribute test per message.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from stealing.transport import protocol as P
+
+DIR = os.environ.get("DAC_TRACE_DIR") or None
+
+
+class Trace:
+    """One process's trace file."""
+
+    def __init__(self, who: str):
+        os.makedirs(DIR, exist_ok=True)
+        self.who = who
+        self.file = open(os.path.join(DIR, f"{os.getpid()}.trace"), "a", buffering=1)
+
+    def message(self, way: str, link: str, tag: int, obj) -> None:
+        self.file.write(f"{time.time():.6f} {self.who} {way} {link} {P.name(tag)} "
+                        f"{summary(obj)}\n")
+
+
+def open_trace(who: str) -> Trace | None:
+    """A trace for this process if ``DAC_TRACE_DIR`` is set, else None."""
+    return Trace(who) if DIR else None
+
+
+def summary(obj) -> str:
+    """A message's fields, lists as their length and, for lists of tasks or results,
+    the ids of split work (``path:number``): ``Results(results=2[0.1:7,12], want=5)``."""
+    if hasattr(obj, "_fields"):
+        parts = []
+        for f in obj._fields:
+            v = getattr(obj, f)
+            if isinstance(v, list) and v and isinstance(v[0], tuple) and len(v[0]) == 2:
+                parts.append(f"{f}={len(v)}[{','.join(_id(t[0]) for t in v[:10])}]")
+            elif isinstance(v, (list, tuple, dict)):
+                parts.append(f"{f}={len(v)}")
+            elif v is not None:
+                parts.append(f"{f}={v!r}"[:40])
+        return f"{type(obj).__name__}({', '.join(parts)})"
+    if isinstance(obj, dict):
+        return f"dict({len(obj)})"
+    return type(obj).__name__
+
+
+def _id(tid) -> str:
+    """A task id for the trace: the root's number, or ``path:number`` of split work."""
+    if isinstance(tid, tuple) and len(tid) == 2 and isinstance(tid[0], tuple):
+        return f"{'.'.join(map(str, tid[0]))}:{tid[1]}"
+    return str(tid)

@@ -1,0 +1,395 @@
+"""The parent side of the stealing tree, shared by the root and the routers: the MPI half.
+
+A node keeps a list of children (leaves or routers) and their links. Its steal rules
+(Algorithm 5.3.1 of the thesis: pool, shares, local, remote and failed steals) live in
+``stealing.tree.policy.StealPolicy``, which holds no link and sends nothing: the node hands it
+each event and carries out the actions it returns (TASKS, NOMORE, RESULTS up), spawning
+a spawn-per-batch leaf where a task goes to an empty slot. Jobs, statistics and stop
+are handled here.
+
+The root is a node without a parent; a router is a node whose parent is another node.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from stealing.observe.recorder import Recorder
+from stealing.roles.membership import Child, Membership
+from stealing.transport import protocol as P
+from stealing.transport.bell import bell_name
+from stealing.transport.spawning import spawn
+from stealing.tree.policy import (
+    AskParent,
+    AskSplit,
+    Give,
+    Refuse,
+    Route,
+    SendResults,
+    StealPolicy,
+    Yield,
+)
+from stealing.tree.topology import is_this_machine
+
+
+class Node(Membership):
+    """Children, links and messages of one non-leaf process; ``policy`` decides; the
+    children it loses, adds and lets go are ``Membership``'s business."""
+
+    def __init__(self, MPI, mailbox, meter, params, config, parent=None, path=()):
+        self.MPI = MPI
+        self.mailbox = mailbox
+        self.meter = meter
+        self.params = params
+        self.config = config            # dict forwarded to children in INIT
+        self.parent = parent            # intercomm to the parent, None at the root
+        self.children: list[Child] = []
+        self.comms: list = []           # distinct child intercomms, for polling
+        self.policy = StealPolicy(params.steal_factor, has_parent=parent is not None,
+                                  remote=config.get("remote", "prefetch"),
+                                  batch_s=float(config.get("batch_s", 0.05)))
+        self.policy.path = tuple(path)  # this node's address: child indices from the root
+        self.job = None                 # P.Job with every function so far: late spawns
+        self.one_shot_stats: list = []  # records of finished spawn-per-batch leaves
+        self.stats_wait = None          # [children left to answer, records]
+        self.stopping = None            # children left to say BYE, or None
+        self.errors: list = []
+        self.init_membership(config)
+        self.timeline = None            # a Recorder when the job asked for a timeline
+
+    # building the subtree ------------------------------------------------------
+    def spawn_children(self, plan: dict) -> None:
+        """Spawn this node's children as the plan says (Algorithm 5.3.2), one Spawn call
+        per host, each naming its host (none for this machine)."""
+        kids = plan["children"]
+        if not kids:
+            return
+        role = kids[0]["role"]
+        if role == "leaf" and self.config["leaf_mode"] != "persistent":
+            for kid in kids:                    # spawn per batch: a slot per processor
+                self._add_child(None, 0, "slot", 1, kid)
+            return
+        # under fault tolerance every child has a link of its own: processes spawned
+        # together in one intercommunicator fail together (Open MPI's ULFM)
+        groups = [(kid.get("host"), [kid]) for kid in kids] if self.fault_tolerant \
+            else _by_host(kids)
+        for host, group in groups:
+            began = time.time()
+            comm = self._spawn(len(group), host)
+            self.comms.append(comm)
+            self.mailbox.name_link(comm, len(self.children))
+            self.meter.record["spawns"] += len(group)
+            for i, kid in enumerate(group):
+                self._add_child(comm, i, role, kid["procs"], kid)
+                self._introduce(comm, i, kid, spawned_at=began)
+
+    def _spawn(self, count: int, host):
+        """Spawn ``count`` dac processes on ``host``; under fault tolerance their link
+        returns errors instead of ending the job when they die."""
+        comm = spawn(self.MPI, count, _spawn_host(host), self.config.get("run_dir"),
+                     watch_losses=not self.fault_tolerant)
+        if self.fault_tolerant:
+            comm.Set_errhandler(self.MPI.ERRORS_RETURN)
+        return comm
+
+    def _add_child(self, comm, rank: int, role: str, procs: int, kid: dict) -> None:
+        index = self.policy.add_child(role, procs, kid["tasks"])
+        self.new_child(comm, rank, role, index, kid)
+
+    def new_child(self, comm, rank: int, role: str, index: int, kid: dict) -> Child:
+        child = Child(comm, rank, role, index, kid)
+        child.wide = kid.get("cluster", "local") != self.meter.cluster
+        self.children.append(child)
+        return child
+
+    def count_wide(self, key: str, items) -> None:
+        """``items`` (tasks or results) crossed a cluster link: count them and their
+        payload bytes (``stealing.observe.stats``)."""
+        rec = self.meter.record
+        rec[key] += len(items)
+        rec["bytes_wide"] += sum(len(x[1]) for x in items
+                                 if type(x) is tuple and type(x[1]) is bytes)
+
+    def _introduce(self, comm, rank: int, kid: dict, **extra) -> None:
+        """Send a new child its INIT; a link with emulated latency is delayed here too."""
+        index = len(self.children) - 1 if "index" not in extra else extra.pop("index")
+        path = self.policy.path + (index,)
+        init = dict(self.config, role=kid["role"], cluster=kid.get("cluster", "local"),
+                    slowdown=kid.get("slowdown", 1.0), device=kid.get("device", -1),
+                    latency_ms=kid.get("latency_ms", 0.0), path=path,
+                    parent_host=socket.gethostname(), **extra)
+        if is_this_machine(kid.get("host")) and self.config.get("root_pid"):
+            self.mailbox.ring_link(comm, rank, bell_name(self.config["root_pid"], path))
+        if kid["role"] == "router":
+            init["plan"] = kid
+        if kid.get("latency_ms"):
+            self.mailbox.set_delay(comm, kid["latency_ms"] / 1000.0)
+        self.send(comm, rank, P.INIT, init)
+
+    def before_spawn(self) -> None:
+        """Called before each spawn of a run under way (the root looks for a lost
+        process first: MPI cannot start processes for a job that lost one)."""
+
+    def _spawn_one_shot(self, child: Child) -> None:
+        self.before_spawn()
+        began = time.time()
+        comm = self._spawn(1, child.spec.get("host"))
+        self.meter.record["spawns"] += 1
+        child.comm, child.rank = comm, 0
+        self.comms.append(comm)
+        self.mailbox.name_link(comm, child.index)
+        self._introduce(comm, 0, child.spec, one_shot=True, index=child.index,
+                        spawned_at=began)
+        if self.job is not None:
+            self.send(comm, 0, P.JOB, self.job)
+
+    def _retire_one_shot(self, child: Child) -> None:
+        """A spawn-per-batch leaf returned its results and exits: disconnect it."""
+        comm = child.comm
+        self.mailbox.flush()
+        comm.Disconnect()
+        self.comms.remove(comm)
+        child.comm = None
+
+    # messages ------------------------------------------------------------------
+    def send(self, comm, rank, tag, obj) -> None:
+        self.mailbox.send(comm, obj, rank, tag)
+
+    def send_up(self, tag, obj) -> None:
+        self.mailbox.send(self.parent, obj, 0, tag)
+
+    def child_of(self, comm, rank) -> Child:
+        for c in self.children:
+            if c.comm is comm and c.rank == rank:
+                return c
+        raise RuntimeError(f"message from an unknown child (rank {rank})")
+
+    def handle_child(self, comm, rank, tag, msg) -> None:
+        """React to one message from a child."""
+        child = self.child_of(comm, rank)
+        if tag == P.LOST:
+            self.lose_child(child)
+            return
+        if tag == P.OUTPUT:
+            self.on_output(msg)
+            return
+        if child.leaving:                   # its work was given to the others
+            if tag == P.BYE:
+                self._part(child)
+            return
+        if child.wide and tag in (P.RESULTS, P.STOLEN):
+            if tag == P.RESULTS:
+                self.count_wide("results_wide", msg.results)
+                self.meter.record["steals_wide"] += bool(msg.want)
+            else:
+                self.count_wide("tasks_wide", msg.tasks)
+        if tag == P.RESULTS:
+            if msg.want:
+                child.seq = msg.seq
+            mine, routes = self.policy.results_from(child.index, msg.results)
+            self.take_results(mine)
+            self.apply(routes)
+            if msg.leaf_stats is not None:      # a spawn-per-batch leaf's last word
+                self.one_shot_stats.append(msg.leaf_stats)
+                child.pids = []
+                self._retire_one_shot(child)
+                if self.stopping is not None:   # it ended before reading STOP
+                    self.stopping -= 1
+                    return
+            self.apply(self.policy.child_wants(child.index, msg.want, msg.idle))
+        elif tag == P.STOLEN:
+            self.apply(self.policy.on_split_answer(child.index, msg.tasks))
+        elif tag == P.READY:
+            child.pids.extend(p.pid for p in msg.processes)
+            if child.host is None and msg.processes:
+                child.host = msg.processes[-1].host     # (a router's own comes last)
+            self.on_ready(msg)
+        elif tag == P.ERROR:
+            self.on_error(msg)
+        elif tag == P.STATS:
+            child.stats_due = False
+            self.stats_wait[0] -= 1
+            self.stats_wait[1].extend(msg.records)
+            if self.stats_wait[0] == 0:
+                self.on_stats_done()
+        elif tag == P.BYE:
+            self.stopping -= 1
+            if child.role == "slot":            # a spawn-per-batch leaf stopped early
+                self._retire_one_shot(child)
+        else:
+            raise RuntimeError(f"unexpected {P.name(tag)} from a child")
+
+    # hooks the root and the router fill in
+    def take_results(self, results) -> None:
+        self.policy.keep_results(results)
+
+    def on_ready(self, msg) -> None:
+        self.send_up(P.READY, msg)
+
+    def on_error(self, msg) -> None:
+        self.send_up(P.ERROR, msg)
+
+    def on_output(self, msg) -> None:
+        """Lines a leaf printed (``stealing.observe.output``): up to the root."""
+        self.send_up(P.OUTPUT, msg)
+
+    def on_stats_done(self) -> None:
+        raise NotImplementedError
+
+    # the policy's events and decisions -----------------------------------------
+    def add_tasks(self, tasks) -> None:
+        """Tasks from the parent (or the root's expansion)."""
+        self.apply(self.policy.on_tasks(tasks))
+
+    def on_nomore(self) -> None:
+        self.apply(self.policy.on_nomore())
+
+    def on_split_request(self, msg: P.Split) -> None:
+        """The parent asks this node for some of its subtree's work."""
+        self.apply(self.policy.on_split_request(msg.want))
+
+    def on_returned(self, msg: P.Returned) -> None:
+        """Results of split work on their way down to their owner."""
+        _mine, routes = self.policy.route(msg.results)
+        self.apply(routes)
+        self.apply(self.policy.distribute())    # a woken child may be split now
+
+    def retry_if_due(self) -> None:
+        """Parked idle requests try a split again once a child that had nothing to
+        give has waited ``DRY_S`` (the node's wait times out for it:
+        ``policy.retry_in``)."""
+        if self.policy.retry_in() == 0.0:
+            self.apply(self.policy.retry())
+
+    def apply(self, actions) -> None:
+        """Carry out the policy's decisions, in order."""
+        for action in actions:
+            if isinstance(action, Give):
+                self.give(self.children[action.child], action.tasks)
+            elif isinstance(action, Refuse):
+                child = self.children[action.child]
+                if child.comm is not None:
+                    self.send(child.comm, child.rank, P.NOMORE, P.NoMore(child.seq))
+            elif isinstance(action, AskParent):
+                if self.timeline is not None:
+                    self.timeline.ask()
+                self.send_up(P.RESULTS, P.Results(action.results, action.amount,
+                                                  idle=action.idle))
+            elif isinstance(action, SendResults):
+                self.send_up(P.RESULTS, P.Results(action.results, 0))
+            elif isinstance(action, Route):
+                child = self.children[action.child]
+                if child.comm is not None:
+                    if child.wide:
+                        self.count_wide("results_wide", action.results)
+                    self.send(child.comm, child.rank, P.RETURN,
+                              P.Returned(action.results))
+            elif isinstance(action, AskSplit):
+                child = self.children[action.child]
+                self.meter.record["steals_wide"] += child.wide
+                self.send(child.comm, child.rank, P.SPLIT, P.Split(action.amount))
+            elif isinstance(action, Yield):
+                self.send_up(P.STOLEN, P.Tasks(action.tasks))
+            else:
+                raise TypeError(f"unknown policy action {action!r}")
+
+    def give(self, c: Child, tasks: list) -> None:
+        """Send a child its tasks; an empty spawn-per-batch slot gets a new leaf first."""
+        if c.role == "slot" and c.comm is None:
+            self._spawn_one_shot(c)
+        if c.wide:
+            self.count_wide("tasks_wide", tasks)
+        self.send(c.comm, c.rank, P.TASKS, P.Tasks(tasks, c.seq))
+
+    def busy(self) -> bool:
+        """Work is under way below this node (so poll eagerly)."""
+        return self.policy.busy()
+
+    # jobs, statistics, stop ----------------------------------------------------
+    def start_job(self, job: P.Job) -> None:
+        """Forward the job's functions; counters restart, except on the first job, which
+        also pays for building the tree (its spawns and CPU count there)."""
+        if self.job is None or self.job.job_id != job.job_id:
+            self.timeline = Recorder() if job.timeline else None
+        if self.job is not None and self.job.job_id != job.job_id:
+            self._new_job_counters()
+        table = dict(self.job.functions) if self.job is not None else {}
+        table.update(job.functions)   # a job message carries only the functions not
+        self.job = P.Job(job.job_id, table, job.env,   # sent before; a new process needs all
+                         job.timeline)
+        self.one_shot_stats = []
+        for c in self.children:
+            if c.comm is not None:
+                self.send(c.comm, c.rank, P.JOB, job)
+
+    def request_stats(self) -> None:
+        self._at_stats = (dict(self.policy.losses),
+                          self.meter.record.get("leaves_added", 0), len(self.gone))
+        self.apply(self.policy.end_job())
+        live = [c for c in self.children if c.comm is not None and not c.leaving]
+        self.stats_wait = [len(live), []]
+        for c in live:
+            c.stats_due = True
+            self.send(c.comm, c.rank, P.STATS_REQ, None)
+        if not live:
+            self.on_stats_done()
+
+    def collected_stats(self) -> list:
+        """Own record, the children's records and the finished one-shot leaves'."""
+        own = self.meter.snapshot()
+        own.update(self.policy.counters)
+        own.update(self.policy.losses)
+        if self.timeline is not None:
+            own["timeline"] = self.timeline.export()
+        records = [own] + self.stats_wait[1] + self.gone
+        if self.one_shot_stats:
+            records.append(_merge_one_shot(self.one_shot_stats))
+        return records
+
+    def begin_stop(self) -> None:
+        for c in self.children:
+            if c.leaving and c.comm is not None:
+                self._part_at_stop(c)
+        live = [c for c in self.children if c.comm is not None]
+        self.policy.stop()
+        self.stopping = len(live)
+        for c in live:
+            self.send(c.comm, c.rank, P.STOP, None)
+
+    def finish_stop(self) -> None:
+        self.mailbox.flush(timeout=10)
+        for comm in self.comms:
+            comm.Disconnect()
+        self.comms = []
+
+    def subtree_pids(self) -> list:
+        return [os.getpid()] + [p for c in self.children for p in c.pids]
+
+
+def _merge_one_shot(records: list) -> dict:
+    """All spawn-per-batch leaves of a node as one record (they are one slot each)."""
+    merged = dict(records[0])
+    for key in ("cpu_s", "tasks", "busy_s", "idle_s", "batches"):
+        merged[key] = sum(r[key] for r in records)
+    merged["pid"] = 0
+    merged["processes"] = len(records)
+    return merged
+
+
+def _by_host(kids: list) -> list:
+    """Consecutive children on the same host, in order: ``[(host, [kid, ...]), ...]``."""
+    groups = []
+    for kid in kids:
+        host = kid.get("host")
+        if groups and groups[-1][0] == host:
+            groups[-1][1].append(kid)
+        else:
+            groups.append((host, [kid]))
+    return groups
+
+
+def _spawn_host(host):
+    """The ``host`` info value for a spawn: None for this machine."""
+    return None if is_this_machine(host) else host

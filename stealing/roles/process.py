@@ -1,0 +1,341 @@
+"""Entry point of every spawned dac process (routers and leaves).
+
+The process first forks: the parent stays a small *monitor* (no MPI, no user code) that
+waits for its child and, if the child ends without saying it finished (a task calling
+``os._exit``, a segfault in native code, ``kill -9``), writes a record of the loss
+(pid, host, role, exit code or signal, the task it was running) into the run's folder
+on this host, where the root looks for it. Only a parent sees how a process ended, and
+the process manager that is the real parent belongs to MPI.
+
+The child does the work. The parent's first message (INIT) says which role to play.
+SIGINT is ignored here: Ctrl-C reaches the whole process group, and the root alone
+decides how the run ends (it tells its children to stop, they tell theirs). A watchdog
+ends the process if the root disappears without saying goodbye, so nothing is left
+running. stdin is empty (``input()`` in a task gets EOFError, as serial code with no
+input does), and the process exits as soon as the tree stops, without waiting for
+threads a task may have left running.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+
+from stealing.host.losses import lost_record_path, note_shm
+from stealing.host.procs import alive, descendants, signal_all, table
+
+# the child's status, shared with the monitor: current task id, finished flag, role,
+# the root's pid when the root runs on this host (else 0)
+_STATUS = struct.Struct("<qBBi")
+ROLES = {0: "process", 1: "router", 2: "leaf"}
+
+
+class SharedStatus:
+    """What the monitor must know if the child dies: written by the child, cheaply.
+    After the header, the names of the child's MPI shared-memory segments, which a
+    process killed in the middle of a run leaves in ``/dev/shm``."""
+
+    SIZE = 4096
+
+    def __init__(self):
+        self.buf = mmap.mmap(-1, self.SIZE)         # shared (MAP_SHARED) across fork
+        _STATUS.pack_into(self.buf, 0, -1, 0, 0, 0)
+
+    def shm(self, names) -> None:
+        data = "\0".join(names).encode()[: self.SIZE - _STATUS.size - 1]
+        self.buf[_STATUS.size:_STATUS.size + len(data) + 1] = data + b"\0"
+
+    def shm_names(self) -> list:
+        raw = bytes(self.buf[_STATUS.size:]).split(b"\0\0")[0]
+        return [n.decode() for n in raw.split(b"\0") if n]
+
+    def task(self, tid: int) -> None:
+        struct.pack_into("<q", self.buf, 0, tid)
+
+    @property
+    def current(self) -> int:
+        """The task id last written (-1: none)."""
+        return struct.unpack_from("<q", self.buf, 0)[0]
+
+    def role(self, role: str) -> None:
+        self.buf[9] = 1 if role == "router" else 2
+
+    def root(self, pid: int) -> None:
+        """The root runs on this host as ``pid``: the monitor ends the child if it dies."""
+        struct.pack_into("<i", self.buf, 10, pid)
+
+    def finished(self) -> None:
+        self.buf[8] = 1
+
+    def read(self):
+        return _STATUS.unpack_from(self.buf, 0)[:3]
+
+    @property
+    def root_pid(self) -> int:
+        return struct.unpack_from("<i", self.buf, 10)[0]
+
+
+ROOT_CHECK_S = 0.5      # how often a monitor looks whether the root still lives
+
+
+def _monitor(child: int, status: SharedStatus, run_dir: str | None) -> None:
+    """Wait for the child; record a loss; exit as the child did.
+
+    If the root (on this host) dies first, the child is ended: a child in the middle
+    of a long task polls no link and would run it to the end (under Open MPI's ULFM
+    nothing else ends it), and nothing of a run may outlive its root by more than a
+    moment. That is no loss to record: the run is over."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    ended_it = False
+    raw = None
+    while raw is None:
+        raw = _reap(child)
+        if raw is not None:
+            break
+        root = status.root_pid
+        if root and not ended_it and not alive(root):
+            status.finished()
+            ended_it = True
+            os.kill(child, signal.SIGKILL)
+        signal.sigtimedwait({signal.SIGCHLD}, ROOT_CHECK_S)
+    _end_orphans()
+    code = os.waitstatus_to_exitcode(raw)
+    tid, finished, role = status.read()
+    if not finished:
+        from stealing.host.shm import unlink_shm
+        unlink_shm(status.shm_names())
+    if not finished and run_dir:
+        record = {"pid": child, "host": socket.gethostname(), "role": ROLES[role],
+                  "code": code, "tid": tid, "time": time.time()}
+        try:
+            with open(fatal_path(run_dir, child)) as f:
+                record["traceback"] = f.read()[-8000:]
+            os.unlink(fatal_path(run_dir, child))
+        except (OSError, ValueError):
+            pass
+        try:        # the root made the folder; once it removed it, nobody is looking
+            tmp = lost_record_path(run_dir, child) + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(record, f)
+            os.replace(tmp, lost_record_path(run_dir, child))
+        except OSError:
+            pass
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _reap(child: int):
+    """Reap every child that ended (orphans a task left come here too: the monitor is
+    their subreaper); the wait status of ``child`` once it ended, else None."""
+    found = None
+    while True:
+        try:
+            pid, raw = os.waitpid(-1, os.WNOHANG)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return found if found is not None else 0
+        if not pid:
+            return found
+        if pid == child:
+            found = raw
+
+
+def _end_orphans(wait_s: float = 2.0) -> None:
+    """Processes a task started (and left behind) end with their leaf: they were
+    reparented to this monitor, so each is killed with everything below it."""
+    me = os.getpid()
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        left = [pid for pid, (_name, parent) in table().items() if parent == me]
+        if not left:
+            return
+        signal_all(descendants(left), signal.SIGKILL)
+        _reap(-1)
+        time.sleep(0.01)
+
+
+def _prctl(option: int, value: int) -> None:
+    """Linux's prctl(option, value), where there is one (a no-op elsewhere)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+PR_SET_PDEATHSIG = 1            # the signal a process gets when its parent ends
+PR_SET_CHILD_SUBREAPER = 36     # orphans below a process are reparented to it
+
+
+def main() -> None:
+    started = time.time()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    run_dir = sys.argv[1] if len(sys.argv) > 1 else None
+    status = SharedStatus()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    monitor = os.getpid()
+    child = os.fork()
+    if child:
+        _monitor(child, status, run_dir)
+    # the child dies with its monitor (killed with it, nothing would record its loss)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != monitor:
+        os._exit(1)
+    _prctl(PR_SET_CHILD_SUBREAPER, 0)
+    _empty_stdin()
+    try:
+        _work(status, run_dir, started)
+    except BaseException:           # noqa: BLE001 - told to the root, then the end
+        _die_telling(run_dir)
+
+
+def _die_telling(run_dir: str | None) -> None:
+    """The process failed where it could not report over MPI (starting MPI, a link
+    that broke): its traceback goes into the run's folder, where the monitor puts it
+    in the record of the loss, and the root shows it once with the
+    ``LostProcessError``; nothing is printed here (one traceback per process would
+    bury the cause)."""
+    import traceback
+
+    from stealing.observe.output import release_output
+    text = traceback.format_exc()
+    try:
+        release_output()
+    except Exception:                                       # noqa: BLE001
+        pass
+    written = False
+    if run_dir:
+        try:
+            with open(fatal_path(run_dir, os.getpid()), "w") as f:
+                f.write(text)
+            written = True
+        except OSError:
+            pass
+    if not written:
+        sys.__stderr__.write(text)
+        sys.__stderr__.flush()
+    os._exit(1)
+
+
+def fatal_path(run_dir: str, pid: int) -> str:
+    """Where a process that dies of an exception leaves its traceback."""
+    return os.path.join(run_dir, f"fatal-{pid}.txt")
+
+
+def _empty_stdin() -> None:
+    """A spawned process's stdin is a pipe from MPI that never ends: make it empty."""
+    try:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(fd, 0)
+        os.close(fd)
+        sys.stdin = open(0, closefd=False)
+    except OSError:
+        pass
+
+
+def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
+    os.environ.setdefault("UCX_LOG_LEVEL", "error")     # see stealing.transport.mpi.init_mpi
+    import mpi4py
+    mpi4py.rc.threads = False
+    mpi4py.rc.finalize = False
+    from mpi4py import MPI
+    mpi_up = time.time()
+
+    from stealing.host.shm import own_shm, unlink_shm
+    from stealing.observe.trace import open_trace
+    from stealing.transport import protocol as P
+    from stealing.transport.mailbox import Mailbox
+
+    parent = MPI.Comm.Get_parent()
+    if parent == MPI.COMM_NULL:
+        sys.exit("stealing.roles.process is started by dac with MPI_Comm_spawn, not by hand")
+    parent.Set_errhandler(MPI.ERRORS_RETURN)    # a dead parent: an error, not an abort
+    mailbox = Mailbox(MPI)
+    _, _, tag, init = mailbox.wait([parent])
+    if tag != P.INIT:
+        raise RuntimeError(f"dac process: expected INIT, got {P.name(tag)}")
+    init["marks"] = {"main": started, "mpi": mpi_up, "init": time.time()}
+    _adopt_roots_settings(init)
+    init["shm"] = own_shm()
+    status.shm(init["shm"])
+    note_shm(run_dir, init["shm"])
+    init["status"] = status
+    status.role(init["role"])
+    if init.get("root_pid") and init.get("root_host") == socket.gethostname():
+        status.root(init["root_pid"])
+    mailbox.trace = open_trace("/".join([init["role"], *map(str, init.get("path", ()))]))
+    mailbox.name_link(parent, "up")
+    root_pid, root_host = init.get("root_pid"), init.get("root_host")
+    _open_bells(mailbox, parent, init)
+
+    def watchdog():
+        if root_pid and root_host == socket.gethostname() and not alive(root_pid):
+            unlink_shm(init["shm"])
+            status.finished()
+            os._exit(3)
+
+    def parent_lost(exc):
+        """The parent died (Open MPI's ULFM reports it): whatever this process holds
+        is redone from the parent's parent, so it ends at once."""
+        unlink_shm(init["shm"])
+        status.finished()
+        os._exit(4)
+
+    mailbox.on_parent_lost = parent_lost
+
+    if init["role"] == "router":
+        from stealing.roles.router import serve
+    else:
+        from stealing.roles.leaf import serve
+    serve(MPI, parent, init, mailbox, watchdog)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    mailbox.flush(timeout=10)
+    parent.Disconnect()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI.Finalize()
+    status.finished()
+    _exit_now()
+
+
+def _open_bells(mailbox, parent, init: dict) -> None:
+    """This process's doorbell, and its parent's to ring when both run on this host
+    (``stealing.transport.bell``)."""
+    from stealing.transport.bell import Bell, bell_name
+    root_pid, path = init.get("root_pid"), tuple(init.get("path", ()))
+    if not root_pid or not path:
+        return
+    mailbox.bell = Bell.open(bell_name(root_pid, path))
+    if init.get("parent_host") == socket.gethostname():
+        mailbox.ring_link(parent, 0, bell_name(root_pid, path[:-1]))
+
+
+def _adopt_roots_settings(init: dict) -> None:
+    """Tasks run here as they would in the user's script: its import path, its
+    ``sys.argv``, its recursion limit."""
+    from stealing.roles.script_env import adopt
+    adopt(init)
+
+
+def _exit_now() -> None:
+    """End the process once MPI is finalized, without Python's own teardown: with
+    numba and LLVM loaded that takes a leaf about 0.12 s (measured: 7 ms from STOP
+    to the atexit handlers, 0.13 s until the process was gone), and the root waits
+    for every process of the tree to end before ``close`` returns. Nothing is left
+    to clean: the atexit handlers run first, and threads a task left running
+    (which Python would wait for) end with the process."""
+    import atexit
+    import ctypes
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ctypes.CDLL(None).exit(0)

@@ -1,0 +1,467 @@
+"""The root's side of the tree: spawn it, feed it tasks, collect results, stop.
+
+The root is a node without a parent (Algorithm 5.3.1 with the task generator on top):
+its pool is filled by the expansion of the user's call; it answers steals that reach it,
+and "no more" when its pool is empty.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from collections import deque
+
+from stealing.exceptions import MAX_FRAMES, DacError, LostProcessError, last_frames
+from stealing.host.losses import (
+    describe_loss,
+    make_run_dir,
+    note_shm,
+    read_lost_records,
+)
+from stealing.host.procs import signal_all, wait_gone
+from stealing.host.shm import own_shm
+from stealing.host.watch import Watch
+from stealing.observe.output import Printer, prefix_default
+from stealing.observe.stats import Meter
+from stealing.roles.node import Node
+from stealing.transport import protocol as P
+from stealing.transport.mpi import check_reach, init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
+from stealing.tree.tasks import is_split
+
+LOST_CHECK_S = 0.2      # how often a waiting root looks for lost processes
+
+
+class Root(Node):
+    """The root node: results land here, statistics end here."""
+
+    def take_results(self, results) -> None:
+        self.collected.update(results)
+
+    def on_ready(self, msg) -> None:
+        here = socket.gethostname()
+        for p in msg.processes:
+            self.processes.append({"role": p.role, "pid": p.pid, "host": p.host})
+            self.watch.ready(p.role, p.pid, p.host, p.monitor)
+            if p.host == here:
+                self.shm.update(p.shm)
+            if p.role != "leaf":
+                continue
+            if p.host == here:
+                self.leaf_pids.append(p.pid)
+            self.ready += 1
+            self.last_ready = max(self.last_ready, p.time)
+        if self.ready >= self.leaf_slots and self.startup_end is None:
+            self.startup_end = self.last_ready
+
+    def on_error(self, msg) -> None:
+        err = msg.error
+        if msg.payload is not None and self.name_call is not None:
+            err = self.name_call(msg.payload, err)
+        self.errors.append(err)
+
+    def on_stats_done(self) -> None:
+        self.stats_done = True
+
+    def on_output(self, msg) -> None:
+        self.output(msg)
+
+
+class RootScheduler:
+    """Owns the process tree of one ``Runtime``."""
+
+    def __init__(self, plan, params, settings: dict, executor):
+        self.plan = plan                   # stealing.tree.plan.TreeNode rooted at the root
+        self.params = params
+        self.settings = settings           # leaf_mode, prefetch, remote, batch, batch_s,
+        #                                    executor (the leaves' reference to it), ...
+        self.executor = executor           # runs tasks here while the leaves start
+        self.node = None
+        self.job_id = 0
+        self.sent_keys: set = set()
+        self.started_at = None
+        self.run_dir = None                # where monitors record lost processes
+        self.lost = None                   # the record of the first lost process
+        self.job_env = None                # P.Job.env: an attached script's (warm tree)
+        self.job_timeline = False          # P.Job.timeline: record what processes do
+        self._next_check = 0.0
+        self._changes = deque()            # grow/shrink asked from another thread
+        self.view = None                   # (leaves at work, leaves, steals answered
+        #                                    here), for dac.progress's thread
+        self._view_due = 0.0
+        # where the lines tasks print go (stealing.observe.output): written here, or passed
+        # on by a warm tree's server to the script that holds the tree
+        self.printer = Printer(prefix_default(), socket.gethostname())
+        self.watch = Watch()               # the tree's monitors, MPI's process manager
+        self.output = self.printer.write
+
+    # life cycle ----------------------------------------------------------------
+    def start(self) -> None:
+        from stealing.tree.topology import is_this_machine
+        away = {n.host for n in self.plan.walk() if not is_this_machine(n.host)}
+        MPI = init_mpi(this_host_only=not away)
+        check_reach(away)
+        from stealing.observe.trace import open_trace
+        from stealing.transport.mailbox import Mailbox
+        self.started_at = time.time()
+        self.run_dir = make_run_dir()
+        params = self.params
+        config = {
+            "params": {"branches": params.branches, "min_procs": params.min_procs,
+                       "tasks_per_leaf": params.tasks_per_leaf,
+                       "steal_factor": params.steal_factor},
+            **self.settings,
+            "sys_path": [p for p in sys.path if p],
+            "root_pid": os.getpid(), "root_host": socket.gethostname(),
+            "run_dir": self.run_dir, "argv": list(sys.argv),
+            "recursion_limit": sys.getrecursionlimit(),
+            "leaves": len(self.plan.leaves()),
+        }
+        meter = Meter("root", self.plan.cluster)
+        mailbox = Mailbox(MPI)
+        mailbox.trace = open_trace("root")
+        from stealing.transport.bell import Bell, bell_name
+        mailbox.bell = Bell.open(bell_name(os.getpid(), ()))
+        mailbox.alarms = self.watch.alarms
+        node = Root(MPI, mailbox, meter, params, config, parent=None)
+        node.collected, node.ready, node.startup_end, node.last_ready = {}, 0, None, 0.0
+        node.leaf_pids = []
+        node.processes = []                # {role, pid, host} of every READY
+        node.shm = set()                   # MPICH segments of the tree on this host
+        node.leaf_slots = len(self.plan.leaves())
+        node.stats_done = False
+        node.name_call = self._name_call
+        node.output = lambda msg: self.output(msg)
+        node.watch = self.watch
+        self.node = node
+        node.before_spawn = self._check_lost_now
+        node.spawn_children(self.plan.to_dict())
+        self.watch.note_managers()
+        note_shm(self.run_dir, own_shm())       # MPI made the root's own segment now
+
+    @property
+    def startup_s(self) -> float | None:
+        n = self.node
+        if n is None or n.startup_end is None:
+            return None
+        return n.startup_end - self.started_at
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Announce an empty job, so that every persistent leaf reports READY, and
+        wait until all have (a warm tree lends itself only once they have); False
+        if ``timeout`` passed first. Spawn-per-batch leaves start with each batch:
+        there is nothing to wait for."""
+        node = self.node
+        if self.settings.get("leaf_mode", "persistent") != "persistent":
+            return True
+        self.begin_job()
+        self.feed([], {})
+        end = None if timeout is None else time.monotonic() + timeout
+        while node.startup_end is None:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            self._step(timeout=left)
+        self.end_job()
+        return True
+
+    def processes(self) -> list:
+        """``{role, pid, host}`` of every process of the tree that said READY."""
+        node = self.node
+        return [{"role": "root", "pid": os.getpid(), "host": socket.gethostname()}] + \
+            ([p for p in node.processes if p["pid"] not in node.departed]
+             if node is not None else [])
+
+    def begin_job(self) -> None:
+        self.job_id += 1
+        self.node.errors = []
+        self.printer.new_run()
+
+    def open_stream(self) -> None:
+        """The first tasks of a job come in several ``feed`` calls while the root is
+        still finding them: no leaf is told "no more" before ``close_stream`` (an idle
+        leaf's request waits for the next tasks). Tasks fed after ``close_stream``
+        (found by a later pass over the top) reach leaves told "no more" as well: a
+        leaf that holds nothing is given tasks as they come, before a busy one."""
+        self.node.collected = {}
+        self.node.policy.feeding = True
+
+    def feed(self, payloads: list, table: dict) -> None:
+        """More tasks, possibly while the root is still finding others: the functions
+        they need go first, then the tasks; waiting messages are answered."""
+        node = self.node
+        new = {k: v for k, v in table.items() if k not in self.sent_keys}
+        if new or self.job_id != getattr(self, "_announced", None):
+            node.start_job(P.Job(self.job_id, new, self.job_env, self.job_timeline))
+            self.sent_keys.update(new)
+            self._announced = self.job_id
+        node.add_tasks(payloads)
+        while self._step(timeout=0.0):
+            pass
+
+    def wait_results(self, wanted=None, local_table: dict | None = None,
+                     timeout: float | None = None) -> dict:
+        """Wait until the result of a task in ``wanted`` (task ids; None: any task) is
+        in, or ``timeout`` seconds have passed, read every message already waiting, and
+        hand over the results that came since the last call: ``{task id: pickled
+        result}`` (empty after a timeout with none).
+
+        Until every leaf is ready (spawned interpreters start cold), the root itself
+        solves tasks from the tail of its pool with ``local_table``'s functions, checking
+        for messages between two tasks; afterwards it only schedules.
+        """
+        node = self.node
+        end = None if timeout is None else time.monotonic() + timeout
+        while not (node.collected and (wanted is None or
+                                       any(t in node.collected for t in wanted))):
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            if local_table and node.startup_end is None and node.policy.pool \
+                    and not is_split(node.policy.pool[-1][0]):
+                if not self._step(timeout=0.0):     # no message: a task here
+                    self._run_here(node.policy.pool.pop(), local_table)
+                continue
+            self._step(timeout=left)
+        while self._step(timeout=0.0):
+            pass
+        got, node.collected = node.collected, {}
+        return got
+
+    def close_stream(self) -> None:
+        """The root found what it can for now: idle leaves may be told "no more"."""
+        node = self.node
+        if node.policy.feeding:
+            node.apply(node.policy.stop_feeding())
+
+    def _run_here(self, task, local_table) -> None:
+        rec = self.node.meter.record
+        t0 = time.perf_counter()
+        _tid, payload = task
+        try:
+            tid, blob = self.executor.run_task(payload, local_table)
+        except Exception as exc:                            # noqa: BLE001
+            import traceback
+            raise self.executor.task_failure(
+                payload, exc, traceback.format_exc(),
+                where="the root, helping while the leaves start") from exc
+        spent = time.perf_counter() - t0
+        rec["busy_s"] += spent
+        rec["tasks"] += 1
+        if self.node.timeline is not None:
+            self.node.timeline.span("busy", t0, spent)
+        self.node.collected[tid] = blob
+
+    # a tree that grows and shrinks ---------------------------------------------
+    def grow(self, count: int, host: str | None = None, wait_s: float = 0.0) -> None:
+        """Add ``count`` leaves under the root now; their statistics say
+        ``joined: "grow"`` and when they started. Call it from the thread that drives
+        the tree (between runs), else ``ask_change``. ``wait_s``: wait up to that long
+        for them to say READY (``dac grow`` answers once they have)."""
+        node = self.node
+        ready = node.ready
+        node.grow(count, host, self.plan.cluster)
+        self.watch.note_managers()
+        node.leaf_slots += count
+        end = time.monotonic() + wait_s
+        while node.ready < ready + count and time.monotonic() < end:
+            self._step(timeout=0.1)
+
+    def shrink(self, count: int) -> int:
+        """Let ``count`` leaves with links of their own go (the newest first, added
+        ones before the tree's own under fault tolerance); returns how many go. More
+        than that is refused whole (``check_shrink``)."""
+        self.check_shrink(count)
+        going = self.node.shrink(count)
+        self.watch.forget(p for c in going for p in c.pids)
+        self.node.leaf_slots -= len(going)
+        return len(going)
+
+    def check_shrink(self, count: int) -> None:
+        """Refuse, with what is possible, a shrink of more leaves than can go."""
+        can = len(self.node.shrinkable())
+        if count > can:
+            leaves = sum(1 for c in self.node.children if c.role in ("leaf", "slot")
+                         and not c.leaving and c.comm is not None)
+            raise DacError(f"shrink {count}: only {can} of the tree's {leaves} leaves "
+                           f"can be let go (those added by grow; every leaf under "
+                           f"fault tolerance, which gives each its own link); nothing "
+                           f"changed")
+
+    def ask_change(self, kind: str, count: int, host: str | None = None) -> None:
+        """``grow`` or ``shrink`` from another thread while a run drives the tree:
+        done at the root's next step (MPI is used by one thread at a time)."""
+        self._changes.append((kind, count, host))
+
+    def _publish_view(self) -> None:
+        """What ``dac.progress`` shows of the tree, replaced whole (another thread
+        reads it): leaves in subtrees holding work, leaves, steals answered here."""
+        policy = self.node.policy
+        live = [c for c in policy.children if not c.lost]
+        busy = sum(c.procs for c in live if c.outstanding > 0)
+        steals = sum(policy.counters[k] for k in ("steals_local", "steals_after_remote",
+                                                  "steals_split"))
+        self.view = (busy, sum(c.procs for c in live), steals)
+        self._view_due = time.monotonic() + 0.2
+
+    def _on_idle(self) -> None:
+        self.check_lost()
+        if self._changes:
+            self._apply_changes()
+
+    def _apply_changes(self) -> None:
+        while self._changes:
+            kind, count, host = self._changes.popleft()
+            if kind == "grow":
+                self.grow(count, host)
+            else:
+                self.shrink(count)
+
+    def _step(self, timeout=None) -> bool:
+        node = self.node
+        self.check_lost()
+        if self._changes:
+            self._apply_changes()
+        retry = node.policy.retry_in()
+        if timeout == 0.0:
+            got = node.mailbox.poll(node.comms)
+        else:
+            wait = retry if timeout is None else timeout if retry is None \
+                else min(timeout, retry)
+            got = node.mailbox.wait(node.comms, timeout=wait,   # a run is under way
+                                    on_idle=self._on_idle, idle_every=LOST_CHECK_S)
+        if got is None:
+            node.retry_if_due()
+            return False
+        index, source, tag, msg = got
+        node.handle_child(node.comms[index], source, tag, msg)
+        if time.monotonic() >= self._view_due:
+            self._publish_view()
+        if node.errors:
+            raise node.errors[0]
+        return True
+
+    def _name_call(self, payload: bytes, err):
+        """``err`` (a ``LostProcessError`` a node reported) naming the task's call,
+        which only the root can read from its payload."""
+        call = self.executor.task_failure(payload, err, "", err.where).task
+        return LostProcessError(err.role, err.pid, err.host, err.how, err.exit_code,
+                                err.signal, task=call, traceback=err.remote_traceback)
+
+    def check_lost(self) -> None:
+        """Raise ``LostProcessError`` if a monitor recorded a lost process (at most every
+        ``LOST_CHECK_S``): the earliest record is the process that died first; the
+        others are MPI's clean-up of the job after it. Under fault tolerance a lost
+        process is its parent's business (``Node.lose_child``): nothing is raised."""
+        now = time.monotonic()
+        if self.run_dir is None or self.settings.get("fault_tolerant"):
+            return
+        seen = self.watch.look()            # what no monitor could record (cheap)
+        if seen is None and now < self._next_check:
+            return
+        self._next_check = now + LOST_CHECK_S
+        records = read_lost_records(self.run_dir)
+        if not records:
+            if seen is None:
+                return
+            records = [seen]
+        first = records[0]
+        self.lost = first
+        code = first["code"]
+        raise LostProcessError(first["role"], first["pid"], first["host"],
+                               describe_loss(first),
+                               exit_code=code if code >= 0 else None,
+                               signal=-code if code < 0 else None,
+                               traceback=last_frames(str(first.get("traceback", "")),
+                                                     MAX_FRAMES))
+
+    def end_job(self) -> list:
+        """Per-process statistics of the job (root first)."""
+        node = self.node
+        node.stats_done = False
+        node.request_stats()
+        while not node.stats_done:
+            self._step()
+        return node.collected_stats()
+
+    def stop(self, grace: float = 1.0, timeout: float = 10.0) -> None:
+        """Stop every process of the tree.
+
+        STOP goes down the tree; a leaf answers between two tasks. Leaves of this host
+        still busy after ``grace`` seconds get SIGTERM, which ends their task (a Python
+        task at once, a compiled one when it returns); what is left after ``timeout``
+        is killed.
+        """
+        node = self.node
+        if node is None:
+            return
+        self.node = None
+        try:
+            if self.lost is None:
+                self._check_lost_now()
+        except LostProcessError:
+            pass
+        if self.lost is not None:
+            self._abandon(node)
+        else:
+            self._stop_tree(node, grace, timeout)
+        self.watch.close()
+        _remove_dir(self.run_dir)
+
+    def _check_lost_now(self) -> None:
+        self._next_check = 0.0
+        self.check_lost()
+
+    def _abandon(self, node) -> None:
+        """After a loss MPICH ends the job: no message can go down the tree any more.
+        End what is left of the processes dac started on this host, remove their
+        shared memory, and never finalize or spawn again in this process."""
+        pids = [p for c in node.children for p in c.pids] + list(node.leaf_pids) + \
+            self.watch.pids()
+        signal_all(pids, signal.SIGKILL)
+        wait_gone(pids, 5.0)
+        lost = self.lost
+        mark_broken(f"{lost['role']} pid {lost['pid']} on {lost['host']} "
+                    f"({describe_loss(lost)})", node.shm, since=self.started_at)
+
+    def _stop_tree(self, node, grace: float, timeout: float) -> None:
+        node.errors = []
+        pids = [p for c in node.children for p in c.pids]
+        leaves = list(node.leaf_pids)
+        try:
+            node.begin_stop()
+            start = time.monotonic()
+            deadline = start + timeout
+            termed = False
+            while node.stopping > 0 and time.monotonic() < deadline:
+                if not termed and time.monotonic() > start + grace:
+                    termed = True
+                    signal_all(leaves, signal.SIGTERM)
+                got = node.mailbox.wait(node.comms, timeout=0.2)
+                if got is not None:
+                    index, source, tag, msg = got
+                    if tag == P.BYE:
+                        node.stopping -= 1
+                        pids.extend(msg.pids)
+                    elif tag == P.READY:
+                        pids.extend(p.pid for p in msg.processes)
+                    elif tag == P.OUTPUT:
+                        node.on_output(msg)
+                    elif tag == P.LOST:
+                        node.lose_child(node.child_of(node.comms[index], source))
+            clean = node.stopping == 0
+            if clean:
+                node.finish_stop()
+        except Exception:                                   # noqa: BLE001
+            clean = False
+        if not clean:
+            signal_all(pids, signal.SIGKILL)
+        wait_gone(pids, 5.0)
+
+
+def _remove_dir(path) -> None:
+    if path:
+        import shutil
+        shutil.rmtree(path, ignore_errors=True)

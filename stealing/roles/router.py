@@ -1,0 +1,76 @@
+"""A router process: a node between the root and the leaves (Algorithm 5.3.1)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from stealing.observe.stats import Meter, startup_steps
+from stealing.roles.node import Node
+from stealing.transport import protocol as P
+from stealing.transport.mailbox import IDLE_SLEEP, MAX_SLEEP
+from stealing.tree.plan import StealParams
+
+
+class Router(Node):
+    """Serves its children's steals from its pool before asking its parent."""
+
+    def on_stats_done(self) -> None:
+        self.send_up(P.STATS, P.Stats(self.collected_stats()))
+        self.stats_wait = None
+
+
+def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
+    """Spawn the subtree of ``init['plan']`` and route tasks until told to stop."""
+    plan = init["plan"]
+    meter = Meter("router", plan.get("cluster", "local"))
+    params = StealParams(**init["params"])
+    config = {k: v for k, v in init.items()
+              if k not in ("role", "plan", "status", "shm")}   # what children inherit
+    node = Router(MPI, mailbox, meter, params, config, parent=parent,
+                  path=init.get("path", ()))
+    node.policy.own_quota = max(1, plan["tasks"])   # what it asks for at least
+    if init.get("latency_ms"):
+        mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
+    node.spawn_children(plan)
+    meter.keep(startup=startup_steps(init, time.time()), started_at=round(time.time(), 3))
+    if init.get("joined"):
+        meter.keep(joined=init["joined"])
+    meter.keep(path=list(init.get("path", ())))
+    rec = meter.record
+    node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
+                                             time.time(), init.get("shm", []),
+                                             os.getppid())]))
+    while node.stopping != 0:
+        got = mailbox.wait([parent] + node.comms, timeout=node.policy.retry_in(),
+                           on_idle=watchdog,
+                           max_sleep=MAX_SLEEP if node.busy() else IDLE_SLEEP)
+        if got is None:
+            node.retry_if_due()
+            continue
+        index, source, tag, msg = got
+        if index > 0:
+            node.handle_child(node.comms[index - 1], source, tag, msg)
+        elif tag == P.TASKS:
+            if node.timeline is not None and node.timeline.asked is not None:
+                node.timeline.answer("remote", len(msg.tasks))
+            node.add_tasks(msg.tasks)
+        elif tag == P.NOMORE:
+            if node.timeline is not None and node.timeline.asked is not None:
+                node.timeline.answer("remote-failed", 0)
+            node.on_nomore()
+        elif tag == P.SPLIT:
+            node.on_split_request(msg)
+        elif tag == P.RETURN:
+            node.on_returned(msg)
+        elif tag == P.JOB:
+            node.start_job(msg)
+        elif tag == P.STATS_REQ:
+            node.request_stats()
+        elif tag == P.STOP:
+            node.begin_stop()
+        else:
+            raise RuntimeError(f"router: unexpected {P.name(tag)} from parent")
+    pids = node.subtree_pids()
+    node.finish_stop()
+    node.send_up(P.BYE, P.Bye(pids))

@@ -1,0 +1,127 @@
+"""Where a leaf's tasks run: as they would in the script that started the run.
+
+A leaf takes the script's import path, ``sys.argv`` and recursion limit, from INIT when
+the script spawned the tree, and from each job when the script attached to a warm tree
+(``dac up``), where the leaf is older than the script. A warm leaf keeps what it
+imported (that is what keeps it warm: numba, numpy, the script's own modules and
+their compiled kernels), but when a file of the script's own modules (files outside
+the Python installation and dac) changed since it was loaded, it forgets all of
+them, so an edited script runs its new code.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+import sysconfig
+from importlib.machinery import PathFinder
+
+_adopted: list = []      # the sys.path entries the last script brought
+
+
+def adopt(env: dict) -> None:
+    """Take the script's ``sys_path`` (its entries first, and those of the script
+    before it gone: two projects' folders never mix), ``argv``, ``cwd`` and
+    ``recursion_limit``, each if given."""
+    given = env.get("sys_path")
+    if given:
+        for path in _adopted:
+            if path in sys.path:
+                sys.path.remove(path)
+        _adopted[:] = [p for p in given if p not in sys.path]
+        for path in reversed(given):
+            if path in sys.path:
+                sys.path.remove(path)
+            sys.path.insert(0, path)
+    if env.get("argv"):
+        sys.argv = list(env["argv"])
+    if env.get("cwd"):
+        try:
+            os.chdir(env["cwd"])
+        except OSError:
+            pass
+    if env.get("recursion_limit"):
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), env["recursion_limit"]))
+
+
+def _installed_dirs() -> list:
+    """Folders whose modules belong to the Python installation, not to a script."""
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(path)
+    try:
+        dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())
+    except AttributeError:                                  # pragma: no cover
+        pass
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    dirs.update(os.path.join(here, p) for p in ("stealing", "dac", "launcher"))
+    return [os.path.realpath(d) + os.sep for d in dirs if d]
+
+
+class ScriptModules:
+    """The modules of scripts' own code this process loaded, with their files'
+    modification time and size when it noticed them (``note``)."""
+
+    def __init__(self, keep=()):
+        self.keep = tuple(keep)         # never forgotten (``--preload``)
+        self.stamps: dict = {}          # module name -> (file, mtime_ns, size)
+        self._installed = None
+
+    def _is_script(self, name: str, module) -> str | None:
+        path = getattr(module, "__file__", None)
+        if not path or name == "__main__" or name in self.stamps:
+            return None
+        if any(name == k or name.startswith(k + ".") for k in self.keep):
+            return None
+        if self._installed is None:
+            self._installed = tuple(_installed_dirs())
+        real = os.path.realpath(path)
+        return None if real.startswith(self._installed) else real
+
+    def note(self) -> None:
+        """Stamp the script modules loaded since the last call."""
+        for name, module in list(sys.modules.items()):
+            path = self._is_script(name, module)
+            if path is not None:
+                self.stamps[name] = _stamp(path)
+
+    def refresh(self, sys_path: list | None = None) -> list:
+        """If a stamped module's file changed (or went), or with ``sys_path`` (the
+        next script's) the module's name would now load another file (another
+        project's module of the same name), forget every stamped module (a module
+        that did not change may hold the old code of one that did); returns the
+        names forgotten."""
+        self.note()
+        if all(_stamp(st[0]) == st for st in self.stamps.values()) and \
+                (sys_path is None or not any(
+                    _moved(name, st[0], sys_path) for name, st in self.stamps.items()
+                    if "." not in name)):
+            return []
+        gone = list(self.stamps)
+        for name in gone:
+            sys.modules.pop(name, None)
+        self.stamps = {}
+        return gone
+
+
+def _moved(name: str, loaded: str, sys_path: list) -> bool:
+    """The top-level module ``name``, loaded from ``loaded``, would come from another
+    file (or from none) on ``sys_path``."""
+    try:
+        spec = PathFinder.find_spec(name, [p for p in sys_path if p])
+    except (ImportError, ValueError):
+        return True
+    origin = getattr(spec, "origin", None)
+    return not origin or os.path.realpath(origin) != loaded
+
+
+def _stamp(path: str) -> tuple:
+    try:
+        st = os.stat(path)
+        return (path, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return (path, None, None)

@@ -1,0 +1,227 @@
+"""Waiting for messages without burning a core.
+
+MPICH's blocking receives spin at 100% CPU (``../notes/mpi-facts.md``): on a 2-core
+machine one idle router spinning halves the leaves' speed. Every wait in dac is an
+``Iprobe`` loop with a capped exponential backoff sleep: right after a message the
+next probe comes within tens of microseconds; an idle process settles at one probe
+per ``max_sleep`` (about 0.5% of a core), so a steal is answered within a few ms.
+Sends are non-blocking (``isend``) and completed by the same loop, so two processes
+sending large messages to each other never deadlock.
+
+A link whose peer died (Open MPI with ULFM, ``MPI.ERRORS_RETURN`` on the link) fails
+every operation with ``MPI_ERR_PROC_FAILED``: the mailbox stops using it and hands the
+caller a ``LOST`` pseudo-message for it (``protocol.LOST``, never sent); a lost link to
+the parent calls ``on_parent_lost`` instead, which ends the process.
+
+A process with a doorbell (``stealing.transport.bell``) spends its sleeps in ``select`` on it:
+a message whose sender rang wakes it within microseconds instead of at the next probe.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+
+from stealing.transport.bell import ring
+from stealing.transport.protocol import LOST
+
+MIN_SLEEP = 20e-6
+MAX_SLEEP = 1e-3        # while work is under way: a steal waits at most ~1 ms
+IDLE_SLEEP = 10e-3      # while nothing is under way (~1% of a core) ...
+DEEP_IDLE_SLEEP = 50e-3  # ... and after a second of that (~0.2%): a kept Runtime between
+DEEP_IDLE_AFTER = 1.0    # runs; the next job then reaches a level within 50 ms
+
+
+class Mailbox:
+    """Receives from a set of intercommunicators and completes pending sends."""
+
+    def __init__(self, MPI, min_sleep: float = MIN_SLEEP, max_sleep: float = MAX_SLEEP):
+        self.MPI = MPI
+        self.min_sleep = min_sleep
+        self.max_sleep = max_sleep
+        self._pending = []
+        self._status = MPI.Status()
+        self._delays = []       # [(comm, seconds)]: links with emulated latency
+        self._held = []         # [(due time, comm, source, tag, payload)], arrival order
+        self.trace = None       # a stealing.observe.trace.Trace (DAC_TRACE_DIR), or None
+        self._links = {}        # id(comm) -> "up" or the number of its rank 0 child
+        self.bell = None        # this process's stealing.transport.bell.Bell, or None
+        self._ring_to = {}      # (id(comm), rank) -> bell name of a process to ring
+        self._failed = {}       # id(comm) -> (comm, MPI.Exception): links found dead
+        self.on_parent_lost = None  # called when the link named "up" fails
+        self.alarms = None          # () -> file descriptors a wait wakes on (the
+        #                             root's watch: stealing.host.watch), or None
+
+    def name_link(self, comm, first) -> None:
+        """Name ``comm`` in the trace: ``"up"``, or its rank 0 child's number."""
+        self._links[id(comm)] = first
+
+    def _link(self, comm, rank: int) -> str:
+        first = self._links.get(id(comm), "?")
+        return str(first + rank) if type(first) is int else first
+
+    def set_delay(self, comm, seconds: float) -> None:
+        """Deliver what arrives on ``comm`` ``seconds`` late (an emulated wide-area link;
+        the order of messages is kept)."""
+        self._delays = [(c, d) for c, d in self._delays if c is not comm]
+        if seconds > 0:
+            self._delays.append((comm, seconds))
+
+    def _delay_of(self, comm) -> float:
+        for c, d in self._delays:
+            if c is comm:
+                return d
+        return 0.0
+
+    def ring_link(self, comm, rank: int, name: bytes) -> None:
+        """Ring bell ``name`` after each message to ``rank`` of ``comm``."""
+        self._ring_to[(id(comm), rank)] = name
+
+    # sending -----------------------------------------------------------------
+    def send(self, comm, obj, dest: int, tag: int) -> None:
+        if self.trace is not None:
+            self.trace.message("send", self._link(comm, dest), tag, obj)
+        if self._failed and id(comm) in self._failed:
+            return                  # a dead peer: what it would get is given again
+        try:
+            req = comm.isend(obj, dest=dest, tag=tag)
+            name = self._ring_to.get((id(comm), dest)) if self._ring_to else None
+            if not req.Test():
+                self._pending.append((req, name, comm))
+        except self.MPI.Exception as exc:
+            self._fail(comm, exc)
+            return
+        if name is not None:
+            ring(name)
+
+    def progress(self) -> None:
+        if self._pending:
+            left = []
+            for req, name, comm in self._pending:
+                try:
+                    if not req.Test():
+                        left.append((req, name, comm))
+                        continue
+                except self.MPI.Exception as exc:
+                    self._fail(comm, exc)
+                    continue
+                if name is not None:
+                    ring(name)      # it may have reached the receiver only now
+            self._pending = left
+
+    def _fail(self, comm, exc) -> None:
+        """``comm``'s peer is dead: nothing more is sent on it or read from it."""
+        if id(comm) in self._failed:
+            return
+        self._failed[id(comm)] = (comm, exc)
+        self._pending = [p for p in self._pending if p[2] is not comm]
+        if self._links.get(id(comm)) == "up" and self.on_parent_lost is not None:
+            self.on_parent_lost(exc)
+
+    def forget(self, comm) -> None:
+        """The caller dropped ``comm`` (its peer was lost): forget what was kept of it."""
+        self._failed.pop(id(comm), None)
+        self._pending = [p for p in self._pending if p[2] is not comm]
+        self._held = [h for h in self._held if h[1] is not comm]
+        self._delays = [(c, d) for c, d in self._delays if c is not comm]
+        self._ring_to = {k: v for k, v in self._ring_to.items() if k[0] != id(comm)}
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Complete every pending send; False if ``timeout`` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = self.min_sleep
+        while True:
+            self.progress()
+            if not self._pending:
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, self.max_sleep)
+
+    # receiving ---------------------------------------------------------------
+    def poll(self, comms):
+        """One non-blocking look: ``(index, source, tag, payload)`` or None."""
+        got = self._poll(comms)
+        if got is not None and self.trace is not None:
+            self.trace.message("take", self._link(comms[got[0]], got[1]), got[2], got[3])
+        return got
+
+    def _poll(self, comms):
+        self.progress()
+        status = self._status
+        for i, comm in enumerate(comms):
+            if comm is None:
+                continue
+            if self._failed and id(comm) in self._failed:
+                return i, 0, LOST, self._failed[id(comm)][1]
+            while True:
+                try:
+                    msg = comm.improbe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG, status)
+                    if msg is None:
+                        break
+                    got = (status.Get_source(), status.Get_tag(), msg.recv())
+                except self.MPI.Exception as exc:
+                    self._fail(comm, exc)
+                    return i, 0, LOST, exc
+                delay = self._delay_of(comm) if self._delays else 0.0
+                if not delay:
+                    return (i,) + got
+                self._held.append((time.monotonic() + delay, comm) + got)
+        if self._held:             # the earliest due (per link, arrival order is kept)
+            k = min(range(len(self._held)), key=lambda j: self._held[j][0])
+            due, comm, source, tag, payload = self._held[k]
+            if due <= time.monotonic():
+                for i, c in enumerate(comms):
+                    if c is comm:
+                        del self._held[k]
+                        return i, source, tag, payload
+        return None
+
+    def _until_due(self) -> float:
+        if not self._held:
+            return float("inf")
+        return min(h[0] for h in self._held) - time.monotonic()
+
+    def wait(self, comms, timeout: float | None = None, on_idle=None,
+             max_sleep: float | None = None, idle_every: float = 1.0):
+        """Block (sleeping) until a message arrives on one of ``comms``.
+
+        Returns ``(index, source, tag, payload)``, or None after ``timeout`` seconds.
+        ``on_idle`` is called every ``idle_every`` seconds of waiting (a watchdog hook).
+        """
+        delay = self.min_sleep
+        cap = self.max_sleep if max_sleep is None else max_sleep
+        bell = self.bell
+        start = time.monotonic()
+        next_idle = start + idle_every
+        while True:
+            got = self.poll(comms)
+            if got is not None:
+                return got
+            now = time.monotonic()
+            if timeout is not None and now - start > timeout:
+                return None
+            if on_idle is not None and now > next_idle:
+                on_idle()
+                next_idle = now + idle_every
+            if cap >= IDLE_SLEEP and now - start > DEEP_IDLE_AFTER:
+                cap = max(cap, DEEP_IDLE_SLEEP)
+            pause = max(0.0, min(delay, self._until_due()))
+            if timeout is not None:
+                pause = min(pause, max(0.0, start + timeout - now))
+            alarms = self.alarms() if self.alarms is not None else ()
+            if bell is not None:
+                woke = bell.sleep(pause, alarms)
+            elif alarms:
+                woke = None if select.select(alarms, [], [], pause)[0] else False
+            else:
+                time.sleep(pause)
+                woke = False
+            if woke is None and on_idle is not None:    # a watched process ended
+                on_idle()
+                next_idle = time.monotonic() + idle_every
+            elif woke:
+                delay = self.min_sleep          # a message is on its way
+                continue
+            delay = min(delay * 2, cap)

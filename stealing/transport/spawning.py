@@ -1,0 +1,122 @@
+"""Creating child processes with ``MPI_Comm_spawn``.
+
+Every non-root process of a run is spawned by its parent. The child runs
+``stealing.roles.process.main`` in the same Python interpreter as the root, with the root's
+package directory on ``sys.path``, so an uninstalled checkout works too. Nothing passed
+to Spawn is ever an empty string (MPICH kills the whole job on one).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_BOOT = ("import sys; sys.path.insert(0, {path!r}); "
+         "from stealing.roles.process import main; main()")
+
+
+def child_command(run_dir: str | None = None) -> tuple[str, list[str]]:
+    """The executable and arguments of a spawned dac process; ``run_dir`` is where
+    its monitor records a loss (see ``stealing.roles.process``)."""
+    args = ["-c", _BOOT.format(path=_PKG_PARENT)]
+    if run_dir:
+        args.append(run_dir)
+    return sys.executable, args
+
+
+def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None,
+          watch_losses: bool = True):
+    """Spawn ``count`` dac processes; returns the intercommunicator to them.
+
+    ``host`` (a name the caller validated beforehand) goes into the ``host`` info key.
+    ``watch_losses``: a process lost meanwhile means this spawn cannot return (MPICH);
+    under fault tolerance it does not.
+    """
+    from stealing.transport.mpi import after_spawn, check_usable
+    if count < 1:
+        raise ValueError(f"spawn count must be >= 1, got {count}")
+    check_usable()
+    exe, args = child_command(run_dir)
+    info = MPI.Info.Create()
+    if host:
+        info.Set("host", host)
+    info.Set("wdir", os.getcwd())
+    errcodes = []
+    deadline = _Deadline(count, host, run_dir if watch_losses else None)
+    try:
+        comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
+                                   root=0, errcodes=errcodes)
+    finally:
+        deadline.cancel()
+        info.Free()
+        after_spawn()
+    bad = [e for e in errcodes if e != MPI.SUCCESS]
+    if bad:
+        raise RuntimeError(f"MPI_Comm_spawn of {count} dac process(es) failed: "
+                           f"error codes {bad}")
+    return comm
+
+
+def spawn_timeout() -> float:
+    """Seconds a spawn may take (``DAC_SPAWN_TIMEOUT``, default 120)."""
+    try:
+        return max(1.0, float(os.environ.get("DAC_SPAWN_TIMEOUT", "120")))
+    except ValueError:
+        return 120.0
+
+
+class _Deadline:
+    """Ends this process if a spawn cannot return.
+
+    ``MPI_Comm_spawn`` cannot be interrupted: when the process manager fails to start
+    processes (a host that stopped answering, a launcher that hangs) or is ending the
+    job because a process of it died, MPICH waits forever, spinning. A watcher thread
+    then says what failed, ends the process manager dac started and the processes it
+    spawned, and exits with status 1: a clear end instead of a silent hang.
+    """
+
+    POLL_S = 0.2
+
+    def __init__(self, count: int, host, run_dir):
+        import threading
+        self.count, self.host, self.run_dir = count, host or "this machine", run_dir
+        self.seconds = spawn_timeout()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True,
+                                       name="dac-spawn-deadline")
+        self.thread.start()
+
+    def cancel(self) -> None:
+        self.done.set()
+
+    def watch(self) -> None:
+        import time
+
+        from stealing.host.losses import describe_loss, read_lost_records
+        end = time.monotonic() + self.seconds
+        while not self.done.wait(self.POLL_S):
+            lost = read_lost_records(self.run_dir) if self.run_dir else []
+            if lost:
+                r = lost[0]
+                self.expire(f"the run lost a process while starting {self.count} more "
+                            f"on {self.host}: {r['role']} pid {r['pid']} on {r['host']} "
+                            f"{describe_loss(r)}, and MPI cannot start processes for "
+                            f"this job any more")
+            if time.monotonic() > end:
+                self.expire(f"starting {self.count} process(es) on {self.host} did not "
+                            f"finish within {self.seconds:.0f} s (DAC_SPAWN_TIMEOUT): "
+                            f"MPI could not start them there (is the host up, and "
+                            f"reachable by the MPI launcher?)")
+
+    def expire(self, why: str) -> None:
+        import signal
+        if self.done.is_set():
+            return
+        sys.stderr.write(f"dac: {why}. Ending the run (pid {os.getpid()}).\n")
+        sys.stderr.flush()
+        from stealing.host.procs import children_named, descendants, signal_all
+        from stealing.host.shm import own_shm, unlink_shm
+        signal_all(descendants(children_named("mpiexec")), signal.SIGKILL)
+        unlink_shm(own_shm())
+        os._exit(1)         # (its folders go with the next root: see make_run_dir)
