@@ -13,8 +13,8 @@ import shutil
 import signal
 import tempfile
 
-from stealing.host.procs import same_process, start_time
-from stealing.host.shm import mapped_shm, sweep_hydra_files, unlink_shm
+from stealing.host.procs import same_process, start_time, started_at
+from stealing.host.shm import mapped_shm, sweep_hydra_files, sweep_unused_shm, unlink_shm
 from stealing.host.userdirs import check, problem, runs_dir
 
 
@@ -42,7 +42,7 @@ def make_run_dir(kind: str = "run") -> str:
     could clean up; a pid reused since counts as gone) go first, with the MPI
     shared-memory files their processes listed and no one maps any more."""
     base = runs_dir()
-    stale = False
+    since = None                # when the earliest run found dead started
     for name in os.listdir(base):
         pid, _, rest = name.partition("-")
         started = rest.partition("-")[0]
@@ -54,9 +54,12 @@ def make_run_dir(kind: str = "run") -> str:
         if problem(folder) is None:
             _remove_listed_shm(folder)
             shutil.rmtree(folder, ignore_errors=True)
-            stale = True
-    if stale:                   # a run was killed: its process manager's files too
-        sweep_hydra_files()
+            began = started_at(int(started)) if started.isdigit() else None
+            since = began if since is None or began is None else min(since, began)
+            since = since if since is not None else os.lstat(base).st_mtime - 3600
+    if since is not None:       # a run was killed: what no process listed in time
+        sweep_unused_shm(since)  # (made after it began, mapped by nobody) goes too,
+        sweep_hydra_files()     # and its process manager's files
     me = os.getpid()
     return tempfile.mkdtemp(prefix=f"{me}-{start_time(me)}-{kind}-", dir=check(
         base, "runs folder"))

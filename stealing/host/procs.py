@@ -32,6 +32,16 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
+def started_at(ticks: int) -> float | None:
+    """The wall-clock time (``time.time()``) of a ``start_time`` reading."""
+    try:
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 def same_process(pid: int, started) -> bool:
     """``pid`` runs and is the process that started at ``started`` (a
     ``start_time``); False for a pid reused since."""
