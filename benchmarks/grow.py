@@ -44,6 +44,15 @@ def nap_tree(depth: int, ms: float) -> int:
     return a.result() + b.result()
 
 
+def _grow(rt, count: int) -> None:
+    """Add ``count`` leaves to the running tree (from the timer's thread): not if the
+    run ended first (Ctrl-C)."""
+    try:
+        rt.grow(count)
+    except dac.DacError:
+        pass
+
+
 def one_run(way: str, leaves: int, depth: int, ms: float, at: float) -> dict:
     half = leaves // 2
     with dac.Runtime(procs=leaves if way == "all" else half) as rt:
@@ -51,7 +60,7 @@ def one_run(way: str, leaves: int, depth: int, ms: float, at: float) -> dict:
         rt.run(nap_tree, 1, 0.0)            # every leaf ready and warm before timing
         timer = None
         if way == "grow":
-            timer = threading.Timer(at, rt.grow, args=(leaves - half,))
+            timer = threading.Timer(at, _grow, args=(rt, leaves - half))
             timer.start()
         try:
             report = rt.run_report(nap_tree, depth, ms)

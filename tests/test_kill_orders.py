@@ -58,7 +58,7 @@ def test_losing_processes_in_any_order_ends_the_run_cleanly(order):
     assert wait_for_no_processes(tag, timeout=10) == {}
     assert leftover_shm(began) == []
     assert _hydra_files() <= before
-    runs = glob.glob(os.path.join(_state_runs(), f"*"))
+    runs = glob.glob(os.path.join(_state_runs(), "*"))
     assert not [r for r in runs if os.stat(r).st_mtime >= began - 1 and
                 not os.path.exists(f"/proc/{os.path.basename(r).split('-')[0]}")]
 

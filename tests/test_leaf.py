@@ -3,6 +3,8 @@
 from collections import deque
 
 from stealing.roles.leaf import Ask, Leaf, Phase
+from stealing.roles.status import Start
+from stealing.tree.plan import StealParams
 from stealing.transport import protocol as P
 
 
@@ -48,8 +50,9 @@ class Status:
 
 def a_leaf(*messages):
     mailbox = Mailbox(*messages)
-    leaf = Leaf(None, "parent", {"status": Status(), "params": {"tasks_per_leaf": 5},
-                                 "leaves": 2, "path": (0,)}, mailbox)
+    init = P.Init(P.RunSettings(), P.TreeInfo(1, "host", None, 2, StealParams(2, 2, 5, 2.0)),
+                  P.ScriptEnv(), path=(0,))
+    leaf = Leaf(None, "parent", init, Start({}, [], Status()), mailbox)
     leaf._executor = Executor()
     leaf.watchdog = None
     return leaf, mailbox

@@ -11,6 +11,7 @@ import typing
 from pathlib import Path
 
 from stealing.exceptions import TaskError
+from stealing.tree.plan import StealParams
 from stealing.transport import protocol as P
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,7 +20,11 @@ SOURCES = sorted((ROOT / "stealing").rglob("*.py"))
 MESSAGING = ("node.py", "root.py", "router.py", "leaf.py", "process.py")
 
 SAMPLES = {
-    P.Tag.INIT: {"role": "leaf", "params": {"tasks_per_leaf": 4}, "batch": "rate"},
+    P.Tag.INIT: P.Init(P.RunSettings(batch="fixed", executor="dac.execution:Executor"),
+                       P.TreeInfo(42, "host", "/run/dac", 4, StealParams(2, 2, 4, 2.0)),
+                       P.ScriptEnv(("/src",), ("s.py",), "/src", 3000), role="router",
+                       plan={"role": "router", "procs": 2, "tasks": 20, "children": []},
+                       path=(0,)),
     P.Tag.JOB: P.Job(3, {"fib#1": b"\x80\x05fn"}),
     P.Tag.TASKS: P.Tasks([(1, b"a"), (2, b"bb")]),
     P.Tag.NOMORE: P.NoMore(4),
@@ -39,7 +44,8 @@ SAMPLES = {
 
 
 def message_types():
-    return [t for t in P.PAYLOADS.values() if t not in (None, dict)]
+    """The NamedTuple messages (INIT, once per process, is a dataclass)."""
+    return [t for t in P.PAYLOADS.values() if t not in (None, P.Init)]
 
 
 def test_every_tag_has_a_payload_and_a_sample():
@@ -130,28 +136,28 @@ def test_fields_read_from_messages_are_declared():
                 assert node.attr in fields, f"{name}:{node.lineno}: .{node.attr}"
 
 
-def test_init_keys_read_by_the_scheduler_are_documented():
-    """``init[...]``, ``init.get(...)``, ``config[...]`` and ``config.get(...)`` name
-    keys of ``INIT_KEYS``."""
-    seen = set()
+def test_init_is_typed_and_read_by_its_fields():
+    """INIT is a frozen dataclass: what a process reads of it is a field, checked by
+    attribute (a misspelt key was a ``KeyError`` far from its cause), and no process
+    writes into it."""
+    import dataclasses
+    init = SAMPLES[P.Tag.INIT]
+    assert dataclasses.is_dataclass(init) and init.__dataclass_params__.frozen
+    names = {f.name for f in dataclasses.fields(P.Init)}
+    nested = {f.name for k in (P.RunSettings, P.TreeInfo, P.ScriptEnv)
+              for f in dataclasses.fields(k)}
     for name, tree in _trees():
         for node in ast.walk(tree):
-            key = None
-            if isinstance(node, ast.Subscript):
-                target, index = node.value, node.slice
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr == "get" and node.args):
-                target, index = node.func.value, node.args[0]
-            else:
-                continue
-            if isinstance(target, ast.Attribute) and target.attr == "config":
-                target = ast.Name(id="config")
-            if (isinstance(target, ast.Name) and target.id in ("init", "config")
-                    and isinstance(index, ast.Constant) and isinstance(index.value, str)):
-                key = index.value
-                seen.add(key)
-                assert key in P.INIT_KEYS, f"{name}:{node.lineno}: INIT key {key!r}"
-    assert {"role", "params", "plan", "leaf_mode", "shm"} <= seen
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "init" and isinstance(node.ctx, ast.Load):
+                assert node.attr in names, f"{name}:{node.lineno}: init.{node.attr}"
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
+                    and isinstance(node.value.value, ast.Name) \
+                    and node.value.value.id == "init" and node.value.attr in (
+                        "settings", "tree", "script"):
+                assert node.attr in nested, f"{name}:{node.lineno}: .{node.attr}"
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+                assert node.value.id != "init", f"{name}:{node.lineno}: init[...]"
 
 
 def test_message_fields_are_annotated():

@@ -14,7 +14,12 @@ import signal
 import tempfile
 
 from stealing.host.procs import same_process, start_time, started_at
-from stealing.host.shm import mapped_shm, sweep_hydra_files, sweep_unused_shm, unlink_shm
+from stealing.host.shm import (
+    mapped_shm,
+    sweep_hydra_files,
+    sweep_unused_shm,
+    unlink_shm,
+)
 from stealing.host.userdirs import check, problem, runs_dir
 
 

@@ -72,15 +72,16 @@ class Meter:
         return rec
 
 
-def startup_steps(init: dict, ready: float, imported: float | None = None) -> dict:
+def startup_steps(marks: dict | None, began: float | None, ready: float,
+                  imported: float | None = None) -> dict:
     """Where a spawned process's start went, in seconds (``startup`` in its record):
     ``python_s`` from its parent's Spawn call until its main ran (MPI's launch, the
     interpreter, dac's first imports), ``mpi_s`` MPI_Init, ``init_s`` waiting for the
     parent's INIT (Spawn returns once every process of the call is in MPI_Init),
     ``imports_s`` the task executor and ``preload`` (leaves), and ``ready_s`` from the
     Spawn call until it said READY (a leaf: when the first job came, a router: when its
-    own children were spawned)."""
-    marks, began = init.get("marks"), init.get("spawned_at")
+    own children were spawned). ``marks``: the times of its steps (``main``, ``mpi``,
+    ``init``); ``began``: when its parent called Spawn."""
     if not marks or began is None:
         return {}
     steps = {"python_s": marks["main"] - began, "mpi_s": marks["mpi"] - marks["main"],

@@ -39,8 +39,10 @@ from stealing.observe.recorder import Recorder
 from stealing.observe.stats import Meter, startup_steps
 from stealing.roles.executor import load_executor
 from stealing.roles.gpu import check_gpu, use_gpu
+from stealing.roles.script_env import ScriptModules, adopt
+from stealing.roles.status import Start
 from stealing.transport import protocol as P
-from stealing.transport.mailbox import IDLE_SLEEP, MAX_SLEEP
+from stealing.transport.mailbox import IDLE_SLEEP, MAX_SLEEP, Mailbox
 from stealing.tree.tasks import is_split
 
 GPU_MIN_BATCH = 2048    # tasks a real GPU leaf asks for at least (see Leaf.want)
@@ -85,47 +87,48 @@ def _on_sigterm(signum, frame):
 class Leaf:
     """The state of one leaf: its batch, its unsent results and its job's functions."""
 
-    def __init__(self, MPI, parent, init: dict, mailbox):
+    def __init__(self, MPI, parent, init: P.Init, start: Start, mailbox: Mailbox):
+        settings = init.settings
         self.parent = parent
         self.mailbox = mailbox
-        self.status = init["status"]       # read by this process's monitor if it dies
-        self.shm = init.get("shm", [])
-        if init.get("latency_ms"):
-            mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
-        self.meter = Meter("leaf", init.get("cluster", "local"))
-        if init.get("joined"):
-            self.meter.keep(joined=init["joined"])
-        self.meter.keep(path=list(init.get("path", ())))
-        self.tasks_per_leaf = init["params"]["tasks_per_leaf"]
-        self.start_init = {k: init.get(k) for k in ("marks", "spawned_at")}
-        self.imported = None               # time its executor and preload were in
-        self.session = None                # the attached script's (warm tree)
-        self.script_modules = None         # a ScriptModules once a script attached
-        self.preloaded = tuple(init.get("preload", ()))
-        self.by_rate = init.get("batch", "rate") == "rate"
-        self.batch_s = float(init.get("batch_s", 0.05))
-        self.slowdown = float(init.get("slowdown", 1.0))
+        self.status = start.status          # read by this process's monitor if it dies
+        self.shm = start.shm
+        if init.latency_ms:
+            mailbox.set_delay(parent, init.latency_ms / 1000.0)
+        self.meter = Meter("leaf", init.cluster)
+        if init.joined:
+            self.meter.keep(joined=init.joined)
+        self.meter.keep(path=list(init.path))
+        self.tasks_per_leaf = init.tree.params.tasks_per_leaf
+        self.start_marks, self.spawned_at = start.marks, init.spawned_at
+        self.imported: float | None = None  # time its executor and preload were in
+        self.session: int | None = None     # the attached script's (warm tree)
+        self.script_modules: ScriptModules | None = None    # once a script attached
+        self.preloaded = settings.preload
+        self.by_rate = settings.batch == "rate"
+        self.batch_s = settings.batch_s
+        self.slowdown = init.slowdown
         self.batch_len = self.tasks_per_leaf
-        self.device = int(init.get("device", -1))
-        self.real_gpu = self.device >= 0 and not init.get("gpu_simulate")
+        self.device = init.device
+        self.real_gpu = self.device >= 0 and not settings.gpu_simulate
         if self.device >= 0:
             self.meter.keep(device=self.device)
-            use_gpu(self.device, bool(init.get("gpu_simulate")))
+            use_gpu(self.device, settings.gpu_simulate)
         self.rate = None            # tasks per second, smoothed
         self.win_tasks, self.win_busy = 0, 0.0
-        self.one_shot = bool(init.get("one_shot"))
-        self.prefetch = bool(init.get("prefetch", True)) and not self.one_shot
+        self.one_shot = init.one_shot
+        self.prefetch = settings.prefetch and not self.one_shot
         self.tasks: deque = deque()
         self.results: list = []
         self.table: dict = {}
-        self.executor_ref = init.get("executor")
+        self.executor_ref = settings.executor
         self._executor = None
         self.phase = Phase.NEW
         self.asking = Ask.NONE
         self.exhausted = False     # the parent said "no more" (no asking ahead)
         self.ready_sent = False
-        self.path = tuple(init.get("path", ()))    # owner address of its split spawns
-        self.has_peers = init.get("leaves", 1) > 1  # other leaves may steal from it
+        self.path = init.path               # owner address of its split spawns
+        self.has_peers = init.tree.leaves > 1   # other leaves may steal from it
         # Only a persistent CPU leaf is a worker (see the module docstring); a
         # spawn-per-batch or GPU leaf runs each task serially, as it comes.
         self.worker = self if not self.one_shot and self.device < 0 else None
@@ -236,32 +239,31 @@ class Leaf:
             self.rate, self.win_tasks, self.win_busy = None, 0, 0.0   # new tasks, new rate
             self.timeline = Recorder() if job.timeline else None
         try:
-            if job.env is not None and job.env.get("session") != self.session:
+            if job.env is not None and job.env.session != self.session:
                 self.new_script(job.env)
             self.table.update(self.executor.load_table(job.functions))
         except Exception as exc:                            # noqa: BLE001 - reported
             self.fail("loading the job's functions", exc)
         if not self.ready_sent:
             self.ready_sent = True
-            self.meter.keep(startup=startup_steps(self.start_init, time.time(),
-                                                  self.imported),
+            self.meter.keep(startup=startup_steps(self.start_marks, self.spawned_at,
+                                                  time.time(), self.imported),
                             started_at=round(time.time(), 3))
             rec = self.meter.record
             monitor = 0 if self.one_shot else os.getppid()
             self.send(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "leaf",
                                                   time.time(), self.shm, monitor)]))
 
-    def new_script(self, env: dict) -> None:
+    def new_script(self, env: P.ScriptEnv) -> None:
         """Another script attached to this warm leaf: its functions replace the last
-        one's, script modules whose files changed are imported afresh, its settings
-        are taken."""
-        from stealing.roles.script_env import ScriptModules, adopt
-        self.session = env.get("session")
+        one's, script modules whose files changed (or that another project's path
+        would load from elsewhere) are imported afresh, its settings are taken."""
+        self.session = env.session
         self.table = {}
         self.executor.forget_script()
         if self.script_modules is None:
             self.script_modules = ScriptModules(keep=self.preloaded)
-        self.script_modules.refresh(env.get("sys_path"))
+        self.script_modules.refresh(list(env.sys_path))
         adopt(env)
 
     # the work loop -------------------------------------------------------------
@@ -548,16 +550,16 @@ def _refuse_to_start(mailbox, parent, error) -> None:
             return
 
 
-def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
+def serve(MPI, parent, init: P.Init, start: Start, mailbox: Mailbox, watchdog) -> None:
     """Run the leaf; on SIGTERM (the root stopping a run mid-task) leave cleanly:
     take the STOP message, say BYE, and let the caller disconnect. A leaf that cannot
     start (no GPU, an executor that does not import) says why and waits to be
     stopped."""
-    device = int(init.get("device", -1))
+    device = init.device
     doing = f"starting CUDA on GPU {device}" if device >= 0 else "starting"
     try:
-        leaf = Leaf(MPI, parent, init, mailbox)
-        if leaf.device >= 0 and not init.get("gpu_simulate"):
+        leaf = Leaf(MPI, parent, init, start, mailbox)
+        if leaf.device >= 0 and not init.settings.gpu_simulate:
             check_gpu(leaf.device)
         doing = f"importing the task executor {leaf.executor_ref!r}"
         leaf.executor               # imported now, while the root may still be busy
@@ -566,7 +568,7 @@ def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
         return
     leaf.capture = capture_output()
     signal.signal(signal.SIGTERM, _on_sigterm)
-    preload(init.get("preload", ()))
+    preload(init.settings.preload)
     leaf.imported = time.time()
     try:
         leaf.serve(watchdog)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from stealing.transport import protocol as P
+from stealing.transport.protocol import RunSettings
 from stealing.tree.topology import is_this_machine
 
 
@@ -38,9 +39,9 @@ class Child:
 class Membership:
     """Lost, replaced, added and departing children of a ``Node``."""
 
-    def init_membership(self, config: dict) -> None:
-        self.fault_tolerant = bool(config.get("fault_tolerant"))
-        self.max_attempts = int(config.get("max_attempts", 2))
+    def init_membership(self, settings: RunSettings) -> None:
+        self.fault_tolerant = settings.fault_tolerant
+        self.max_attempts = settings.max_attempts
         self.attempts: dict = {}        # task id -> processes lost while it ran there
         self.gone: list = []            # records of children lost (or left) this job
         self._at_stats = None           # counters when the job's statistics were asked
@@ -83,7 +84,7 @@ class Membership:
         """What the child's monitor wrote when it died (exit code or signal, the task
         it ran), when the child ran on this host; None if there is none."""
         from stealing.host.losses import read_lost_records
-        run_dir = self.config.get("run_dir")
+        run_dir = self.init.tree.run_dir
         if not run_dir or not child.pids or not is_this_machine(child.host):
             return None
         deadline = time.monotonic() + 0.5      # the monitor writes it as the child ends

@@ -15,11 +15,14 @@ from __future__ import annotations
 import os
 import socket
 import time
+from dataclasses import replace
 
 from stealing.observe.recorder import Recorder
+from stealing.observe.stats import Meter
 from stealing.roles.membership import Child, Membership
 from stealing.transport import protocol as P
 from stealing.transport.bell import bell_name
+from stealing.transport.mailbox import Mailbox
 from stealing.transport.spawning import spawn
 from stealing.tree.policy import (
     AskParent,
@@ -38,25 +41,25 @@ class Node(Membership):
     """Children, links and messages of one non-leaf process; ``policy`` decides; the
     children it loses, adds and lets go are ``Membership``'s business."""
 
-    def __init__(self, MPI, mailbox, meter, params, config, parent=None, path=()):
+    def __init__(self, MPI, mailbox: Mailbox, meter: Meter, init: P.Init, parent=None):
         self.MPI = MPI
         self.mailbox = mailbox
         self.meter = meter
-        self.params = params
-        self.config = config            # dict forwarded to children in INIT
+        self.init = init                # its own INIT: its children's start from it
+        self.params = init.tree.params
         self.parent = parent            # intercomm to the parent, None at the root
         self.children: list[Child] = []
         self.comms: list = []           # distinct child intercomms, for polling
-        self.policy = StealPolicy(params.steal_factor, has_parent=parent is not None,
-                                  remote=config.get("remote", "prefetch"),
-                                  batch_s=float(config.get("batch_s", 0.05)))
-        self.policy.path = tuple(path)  # this node's address: child indices from the root
+        settings = init.settings
+        self.policy = StealPolicy(self.params.steal_factor, has_parent=parent is not None,
+                                  remote=settings.remote, batch_s=settings.batch_s)
+        self.policy.path = init.path    # this node's address: child indices from the root
         self.job = None                 # P.Job with every function so far: late spawns
         self.one_shot_stats: list = []  # records of finished spawn-per-batch leaves
         self.stats_wait = None          # [children left to answer, records]
         self.stopping = None            # children left to say BYE, or None
         self.errors: list = []
-        self.init_membership(config)
+        self.init_membership(settings)
         self.timeline = None            # a Recorder when the job asked for a timeline
 
     # building the subtree ------------------------------------------------------
@@ -67,7 +70,7 @@ class Node(Membership):
         if not kids:
             return
         role = kids[0]["role"]
-        if role == "leaf" and self.config["leaf_mode"] != "persistent":
+        if role == "leaf" and self.init.settings.leaf_mode != "persistent":
             for kid in kids:                    # spawn per batch: a slot per processor
                 self._add_child(None, 0, "slot", 1, kid)
             return
@@ -88,7 +91,7 @@ class Node(Membership):
     def _spawn(self, count: int, host):
         """Spawn ``count`` dac processes on ``host``; under fault tolerance their link
         returns errors instead of ending the job when they die."""
-        comm = spawn(self.MPI, count, _spawn_host(host), self.config.get("run_dir"),
+        comm = spawn(self.MPI, count, _spawn_host(host), self.init.tree.run_dir,
                      watch_losses=not self.fault_tolerant)
         if self.fault_tolerant:
             comm.Set_errhandler(self.MPI.ERRORS_RETURN)
@@ -112,18 +115,20 @@ class Node(Membership):
         rec["bytes_wide"] += sum(len(x[1]) for x in items
                                  if type(x) is tuple and type(x[1]) is bytes)
 
-    def _introduce(self, comm, rank: int, kid: dict, **extra) -> None:
+    def _introduce(self, comm, rank: int, kid: dict, spawned_at: float,
+                   index: int | None = None, one_shot: bool = False,
+                   joined: str = "") -> None:
         """Send a new child its INIT; a link with emulated latency is delayed here too."""
-        index = len(self.children) - 1 if "index" not in extra else extra.pop("index")
+        index = len(self.children) - 1 if index is None else index
         path = self.policy.path + (index,)
-        init = dict(self.config, role=kid["role"], cluster=kid.get("cluster", "local"),
-                    slowdown=kid.get("slowdown", 1.0), device=kid.get("device", -1),
-                    latency_ms=kid.get("latency_ms", 0.0), path=path,
-                    parent_host=socket.gethostname(), **extra)
-        if is_this_machine(kid.get("host")) and self.config.get("root_pid"):
-            self.mailbox.ring_link(comm, rank, bell_name(self.config["root_pid"], path))
-        if kid["role"] == "router":
-            init["plan"] = kid
+        init = replace(self.init, role=kid["role"], cluster=kid.get("cluster", "local"),
+                       plan=kid if kid["role"] == "router" else None,
+                       slowdown=kid.get("slowdown", 1.0), device=kid.get("device", -1),
+                       latency_ms=kid.get("latency_ms", 0.0), path=path,
+                       parent_host=socket.gethostname(), spawned_at=spawned_at,
+                       one_shot=one_shot, joined=joined)
+        if is_this_machine(kid.get("host")):
+            self.mailbox.ring_link(comm, rank, bell_name(self.init.tree.root_pid, path))
         if kid.get("latency_ms"):
             self.mailbox.set_delay(comm, kid["latency_ms"] / 1000.0)
         self.send(comm, rank, P.INIT, init)

@@ -19,67 +19,23 @@ threads a task may have left running.
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import signal
 import socket
-import struct
 import sys
 import time
 
 from stealing.host.losses import lost_record_path, note_shm
 from stealing.host.procs import alive, descendants, signal_all, table
-
-# the child's status, shared with the monitor: current task id, finished flag, role,
-# the root's pid when the root runs on this host (else 0)
-_STATUS = struct.Struct("<qBBi")
-ROLES = {0: "process", 1: "router", 2: "leaf"}
-
-
-class SharedStatus:
-    """What the monitor must know if the child dies: written by the child, cheaply.
-    After the header, the names of the child's MPI shared-memory segments, which a
-    process killed in the middle of a run leaves in ``/dev/shm``."""
-
-    SIZE = 4096
-
-    def __init__(self):
-        self.buf = mmap.mmap(-1, self.SIZE)         # shared (MAP_SHARED) across fork
-        _STATUS.pack_into(self.buf, 0, -1, 0, 0, 0)
-
-    def shm(self, names) -> None:
-        data = "\0".join(names).encode()[: self.SIZE - _STATUS.size - 1]
-        self.buf[_STATUS.size:_STATUS.size + len(data) + 1] = data + b"\0"
-
-    def shm_names(self) -> list:
-        raw = bytes(self.buf[_STATUS.size:]).split(b"\0\0")[0]
-        return [n.decode() for n in raw.split(b"\0") if n]
-
-    def task(self, tid: int) -> None:
-        struct.pack_into("<q", self.buf, 0, tid)
-
-    @property
-    def current(self) -> int:
-        """The task id last written (-1: none)."""
-        return struct.unpack_from("<q", self.buf, 0)[0]
-
-    def role(self, role: str) -> None:
-        self.buf[9] = 1 if role == "router" else 2
-
-    def root(self, pid: int) -> None:
-        """The root runs on this host as ``pid``: the monitor ends the child if it dies."""
-        struct.pack_into("<i", self.buf, 10, pid)
-
-    def finished(self) -> None:
-        self.buf[8] = 1
-
-    def read(self):
-        return _STATUS.unpack_from(self.buf, 0)[:3]
-
-    @property
-    def root_pid(self) -> int:
-        return struct.unpack_from("<i", self.buf, 10)[0]
-
+from stealing.host.shm import own_shm, unlink_shm
+from stealing.observe.trace import open_trace
+from stealing.roles.leaf import serve as leaf_serve
+from stealing.roles.router import serve as router_serve
+from stealing.roles.script_env import adopt
+from stealing.roles.status import ROLES, SharedStatus, Start
+from stealing.transport import protocol as P
+from stealing.transport.bell import Bell, bell_name
+from stealing.transport.mailbox import Mailbox
 
 ROOT_CHECK_S = 0.5      # how often a monitor looks whether the root still lives
 
@@ -244,16 +200,13 @@ def _empty_stdin() -> None:
 
 def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
     os.environ.setdefault("UCX_LOG_LEVEL", "error")     # see stealing.transport.mpi.init_mpi
+    # imported here, in the process that does the work (its monitor stays without
+    # MPI): importing mpi4py.MPI starts MPI
     import mpi4py
     mpi4py.rc.threads = False
     mpi4py.rc.finalize = False
     from mpi4py import MPI
     mpi_up = time.time()
-
-    from stealing.host.shm import own_shm, unlink_shm
-    from stealing.observe.trace import open_trace
-    from stealing.transport import protocol as P
-    from stealing.transport.mailbox import Mailbox
 
     parent = MPI.Comm.Get_parent()
     if parent == MPI.COMM_NULL:
@@ -263,40 +216,35 @@ def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
     _, _, tag, init = mailbox.wait([parent])
     if tag != P.INIT:
         raise RuntimeError(f"dac process: expected INIT, got {P.name(tag)}")
-    init["marks"] = {"main": started, "mpi": mpi_up, "init": time.time()}
-    _adopt_roots_settings(init)
-    init["shm"] = own_shm()
-    status.shm(init["shm"])
-    note_shm(run_dir, init["shm"])
-    init["status"] = status
-    status.role(init["role"])
-    if init.get("root_pid") and init.get("root_host") == socket.gethostname():
-        status.root(init["root_pid"])
-    mailbox.trace = open_trace("/".join([init["role"], *map(str, init.get("path", ()))]))
+    start = Start({"main": started, "mpi": mpi_up, "init": time.time()}, own_shm(), status)
+    adopt(init.script)          # tasks run here as they would in the user's script
+    status.shm(start.shm)
+    note_shm(run_dir, start.shm)
+    status.role(init.role)
+    here = socket.gethostname()
+    tree = init.tree
+    if tree.root_host == here:
+        status.root(tree.root_pid)
+    mailbox.trace = open_trace("/".join([init.role, *map(str, init.path)]))
     mailbox.name_link(parent, "up")
-    root_pid, root_host = init.get("root_pid"), init.get("root_host")
     _open_bells(mailbox, parent, init)
 
-    def watchdog():
-        if root_pid and root_host == socket.gethostname() and not alive(root_pid):
-            unlink_shm(init["shm"])
+    def watchdog() -> None:
+        if tree.root_host == here and not alive(tree.root_pid):
+            unlink_shm(start.shm)
             status.finished()
             os._exit(3)
 
-    def parent_lost(exc):
+    def parent_lost(exc: BaseException) -> None:
         """The parent died (Open MPI's ULFM reports it): whatever this process holds
         is redone from the parent's parent, so it ends at once."""
-        unlink_shm(init["shm"])
+        unlink_shm(start.shm)
         status.finished()
         os._exit(4)
 
     mailbox.on_parent_lost = parent_lost
-
-    if init["role"] == "router":
-        from stealing.roles.router import serve
-    else:
-        from stealing.roles.leaf import serve
-    serve(MPI, parent, init, mailbox, watchdog)
+    serve = router_serve if init.role == "router" else leaf_serve
+    serve(MPI, parent, init, start, mailbox, watchdog)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     mailbox.flush(timeout=10)
     parent.Disconnect()
@@ -307,23 +255,15 @@ def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
     _exit_now()
 
 
-def _open_bells(mailbox, parent, init: dict) -> None:
+def _open_bells(mailbox: Mailbox, parent, init: P.Init) -> None:
     """This process's doorbell, and its parent's to ring when both run on this host
     (``stealing.transport.bell``)."""
-    from stealing.transport.bell import Bell, bell_name
-    root_pid, path = init.get("root_pid"), tuple(init.get("path", ()))
-    if not root_pid or not path:
+    root_pid, path = init.tree.root_pid, init.path
+    if not path:
         return
     mailbox.bell = Bell.open(bell_name(root_pid, path))
-    if init.get("parent_host") == socket.gethostname():
+    if init.parent_host == socket.gethostname():
         mailbox.ring_link(parent, 0, bell_name(root_pid, path[:-1]))
-
-
-def _adopt_roots_settings(init: dict) -> None:
-    """Tasks run here as they would in the user's script: its import path, its
-    ``sys.argv``, its recursion limit."""
-    from stealing.roles.script_env import adopt
-    adopt(init)
 
 
 def _exit_now() -> None:

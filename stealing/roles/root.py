@@ -26,16 +26,42 @@ from stealing.host.shm import own_shm
 from stealing.host.watch import Watch
 from stealing.observe.output import Printer, prefix_default
 from stealing.observe.stats import Meter
+from stealing.observe.trace import open_trace
+from stealing.roles.executor import TaskExecutor
 from stealing.roles.node import Node
 from stealing.transport import protocol as P
+from stealing.transport.bell import Bell, bell_name
+from stealing.transport.mailbox import Mailbox
 from stealing.transport.mpi import check_reach, init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
+from stealing.tree.plan import StealParams, TreeNode
 from stealing.tree.tasks import is_split
+from stealing.tree.topology import is_this_machine
 
 LOST_CHECK_S = 0.2      # how often a waiting root looks for lost processes
 
 
 class Root(Node):
-    """The root node: results land here, statistics end here."""
+    """The root node: results land here, statistics end here. ``owner`` is the
+    ``RootScheduler`` that drives it: the watch over its host, where output goes, the
+    names of lost tasks' calls, the check for lost processes before a spawn."""
+
+    def __init__(self, MPI, mailbox: Mailbox, meter: Meter, init: P.Init,
+                 owner: "RootScheduler", leaf_slots: int):
+        super().__init__(MPI, mailbox, meter, init, parent=None)
+        self.owner = owner
+        self.watch = owner.watch
+        self.collected: dict = {}       # results that came since the caller last took
+        self.ready = 0                  # leaves that said READY
+        self.startup_end: float | None = None   # when the last of them did
+        self.last_ready = 0.0
+        self.leaf_pids: list = []       # leaves on this host
+        self.processes: list = []       # {role, pid, host} of every READY
+        self.shm: set = set()           # MPICH segments of the tree on this host
+        self.leaf_slots = leaf_slots
+        self.stats_done = False
+
+    def before_spawn(self) -> None:
+        self.owner.check_lost_now()
 
     def take_results(self, results) -> None:
         self.collected.update(results)
@@ -58,25 +84,27 @@ class Root(Node):
 
     def on_error(self, msg) -> None:
         err = msg.error
-        if msg.payload is not None and self.name_call is not None:
-            err = self.name_call(msg.payload, err)
+        if msg.payload is not None:
+            err = self.owner.name_call(msg.payload, err)
         self.errors.append(err)
 
     def on_stats_done(self) -> None:
         self.stats_done = True
 
     def on_output(self, msg) -> None:
-        self.output(msg)
+        self.owner.output(msg)
 
 
 class RootScheduler:
-    """Owns the process tree of one ``Runtime``."""
+    """Owns the process tree of one ``Runtime`` (a ``Scheduler``)."""
 
-    def __init__(self, plan, params, settings: dict, executor):
+    attached = False
+
+    def __init__(self, plan: TreeNode, params: StealParams, settings: P.RunSettings,
+                 executor: TaskExecutor):
         self.plan = plan                   # stealing.tree.plan.TreeNode rooted at the root
         self.params = params
-        self.settings = settings           # leaf_mode, prefetch, remote, batch, batch_s,
-        #                                    executor (the leaves' reference to it), ...
+        self.settings = settings           # the run's, for every process of the tree
         self.executor = executor           # runs tasks here while the leaves start
         self.node = None
         self.job_id = 0
@@ -99,44 +127,24 @@ class RootScheduler:
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
-        from stealing.tree.topology import is_this_machine
         away = {n.host for n in self.plan.walk() if not is_this_machine(n.host)}
         MPI = init_mpi(this_host_only=not away)
         check_reach(away)
-        from stealing.observe.trace import open_trace
-        from stealing.transport.mailbox import Mailbox
         self.started_at = time.time()
         self.run_dir = make_run_dir()
-        params = self.params
-        config = {
-            "params": {"branches": params.branches, "min_procs": params.min_procs,
-                       "tasks_per_leaf": params.tasks_per_leaf,
-                       "steal_factor": params.steal_factor},
-            **self.settings,
-            "sys_path": [p for p in sys.path if p],
-            "root_pid": os.getpid(), "root_host": socket.gethostname(),
-            "run_dir": self.run_dir, "argv": list(sys.argv),
-            "recursion_limit": sys.getrecursionlimit(),
-            "leaves": len(self.plan.leaves()),
-        }
-        meter = Meter("root", self.plan.cluster)
+        leaves = len(self.plan.leaves())
+        tree = P.TreeInfo(os.getpid(), socket.gethostname(), self.run_dir, leaves,
+                          self.params)
+        script = P.ScriptEnv(tuple(p for p in sys.path if p), tuple(sys.argv),
+                             recursion_limit=sys.getrecursionlimit())
+        init = P.Init(self.settings, tree, script, role="root",
+                      cluster=self.plan.cluster)
         mailbox = Mailbox(MPI)
         mailbox.trace = open_trace("root")
-        from stealing.transport.bell import Bell, bell_name
         mailbox.bell = Bell.open(bell_name(os.getpid(), ()))
         mailbox.alarms = self.watch.alarms
-        node = Root(MPI, mailbox, meter, params, config, parent=None)
-        node.collected, node.ready, node.startup_end, node.last_ready = {}, 0, None, 0.0
-        node.leaf_pids = []
-        node.processes = []                # {role, pid, host} of every READY
-        node.shm = set()                   # MPICH segments of the tree on this host
-        node.leaf_slots = len(self.plan.leaves())
-        node.stats_done = False
-        node.name_call = self._name_call
-        node.output = lambda msg: self.output(msg)
-        node.watch = self.watch
-        self.node = node
-        node.before_spawn = self._check_lost_now
+        self.node = node = Root(MPI, mailbox, Meter("root", self.plan.cluster), init, self,
+                                leaves)
         node.spawn_children(self.plan.to_dict())
         self.watch.note_managers()
         note_shm(self.run_dir, own_shm())       # MPI made the root's own segment now
@@ -154,7 +162,7 @@ class RootScheduler:
         if ``timeout`` passed first. Spawn-per-batch leaves start with each batch:
         there is nothing to wait for."""
         node = self.node
-        if self.settings.get("leaf_mode", "persistent") != "persistent":
+        if self.settings.leaf_mode != "persistent":
             return True
         self.begin_job()
         self.feed([], {})
@@ -343,7 +351,7 @@ class RootScheduler:
             raise node.errors[0]
         return True
 
-    def _name_call(self, payload: bytes, err):
+    def name_call(self, payload: bytes, err):
         """``err`` (a ``LostProcessError`` a node reported) naming the task's call,
         which only the root can read from its payload."""
         call = self.executor.task_failure(payload, err, "", err.where).task
@@ -356,7 +364,7 @@ class RootScheduler:
         others are MPI's clean-up of the job after it. Under fault tolerance a lost
         process is its parent's business (``Node.lose_child``): nothing is raised."""
         now = time.monotonic()
-        if self.run_dir is None or self.settings.get("fault_tolerant"):
+        if self.run_dir is None or self.settings.fault_tolerant:
             return
         seen = self.watch.look()            # what no monitor could record (cheap)
         if seen is None and now < self._next_check:
@@ -400,7 +408,7 @@ class RootScheduler:
         self.node = None
         try:
             if self.lost is None:
-                self._check_lost_now()
+                self.check_lost_now()
         except LostProcessError:
             pass
         if self.lost is not None:
@@ -410,7 +418,7 @@ class RootScheduler:
         self.watch.close()
         _remove_dir(self.run_dir)
 
-    def _check_lost_now(self) -> None:
+    def check_lost_now(self) -> None:
         self._next_check = 0.0
         self.check_lost()
 

@@ -7,9 +7,9 @@ import time
 
 from stealing.observe.stats import Meter, startup_steps
 from stealing.roles.node import Node
+from stealing.roles.status import Start
 from stealing.transport import protocol as P
-from stealing.transport.mailbox import IDLE_SLEEP, MAX_SLEEP
-from stealing.tree.plan import StealParams
+from stealing.transport.mailbox import IDLE_SLEEP, MAX_SLEEP, Mailbox
 
 
 class Router(Node):
@@ -20,27 +20,23 @@ class Router(Node):
         self.stats_wait = None
 
 
-def serve(MPI, parent, init: dict, mailbox, watchdog) -> None:
-    """Spawn the subtree of ``init['plan']`` and route tasks until told to stop."""
-    plan = init["plan"]
-    meter = Meter("router", plan.get("cluster", "local"))
-    params = StealParams(**init["params"])
-    config = {k: v for k, v in init.items()
-              if k not in ("role", "plan", "status", "shm")}   # what children inherit
-    node = Router(MPI, mailbox, meter, params, config, parent=parent,
-                  path=init.get("path", ()))
+def serve(MPI, parent, init: P.Init, start: Start, mailbox: Mailbox, watchdog) -> None:
+    """Spawn the subtree of ``init.plan`` and route tasks until told to stop."""
+    plan = init.plan or {}
+    meter = Meter("router", init.cluster)
+    node = Router(MPI, mailbox, meter, init, parent=parent)
     node.policy.own_quota = max(1, plan["tasks"])   # what it asks for at least
-    if init.get("latency_ms"):
-        mailbox.set_delay(parent, init["latency_ms"] / 1000.0)
+    if init.latency_ms:
+        mailbox.set_delay(parent, init.latency_ms / 1000.0)
     node.spawn_children(plan)
-    meter.keep(startup=startup_steps(init, time.time()), started_at=round(time.time(), 3))
-    if init.get("joined"):
-        meter.keep(joined=init["joined"])
-    meter.keep(path=list(init.get("path", ())))
+    meter.keep(startup=startup_steps(start.marks, init.spawned_at, time.time()),
+               started_at=round(time.time(), 3))
+    if init.joined:
+        meter.keep(joined=init.joined)
+    meter.keep(path=list(init.path))
     rec = meter.record
     node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
-                                             time.time(), init.get("shm", []),
-                                             os.getppid())]))
+                                             time.time(), start.shm, os.getppid())]))
     while node.stopping != 0:
         got = mailbox.wait([parent] + node.comms, timeout=node.policy.retry_in(),
                            on_idle=watchdog,

@@ -17,32 +17,33 @@ import sys
 import sysconfig
 from importlib.machinery import PathFinder
 
+from stealing.transport.protocol import ScriptEnv
+
 _adopted: list = []      # the sys.path entries the last script brought
 
 
-def adopt(env: dict) -> None:
+def adopt(env: ScriptEnv) -> None:
     """Take the script's ``sys_path`` (its entries first, and those of the script
     before it gone: two projects' folders never mix), ``argv``, ``cwd`` and
     ``recursion_limit``, each if given."""
-    given = env.get("sys_path")
-    if given:
+    if env.sys_path:
         for path in _adopted:
             if path in sys.path:
                 sys.path.remove(path)
-        _adopted[:] = [p for p in given if p not in sys.path]
-        for path in reversed(given):
+        _adopted[:] = [p for p in env.sys_path if p not in sys.path]
+        for path in reversed(env.sys_path):
             if path in sys.path:
                 sys.path.remove(path)
             sys.path.insert(0, path)
-    if env.get("argv"):
-        sys.argv = list(env["argv"])
-    if env.get("cwd"):
+    if env.argv:
+        sys.argv = list(env.argv)
+    if env.cwd:
         try:
-            os.chdir(env["cwd"])
+            os.chdir(env.cwd)
         except OSError:
             pass
-    if env.get("recursion_limit"):
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), env["recursion_limit"]))
+    if env.recursion_limit:
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), env.recursion_limit))
 
 
 def _installed_dirs() -> list:

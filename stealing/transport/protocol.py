@@ -2,12 +2,12 @@
 intercommunicator per parent–child link, never a global communicator: thesis §3.1).
 
 Every message is an MPI tag (``Tag``, a plain int on the wire) and a payload: one of the
-types below, ``None`` for the tags that carry nothing, and a dict for INIT (its keys are
-``INIT_KEYS``). ``PAYLOADS`` says which goes with which tag. Payloads are pickled by
-mpi4py; the types are ``NamedTuple`` classes of this module, which pickle by reference
-(a RESULTS message of 100 results: 3155 bytes and 23 µs per pickle round trip, against
-3121 bytes and 18 µs as the plain tuple it replaces; a frozen dataclass with slots is as
-small but slower, 30 µs).
+types below, or ``None`` for the tags that carry nothing. ``PAYLOADS`` says which goes
+with which tag. Payloads are pickled by mpi4py; the frequent ones are ``NamedTuple``
+classes of this module, which pickle by reference (a RESULTS message of 100 results:
+3155 bytes and 23 µs per pickle round trip, against 3121 bytes and 18 µs as the plain
+tuple it replaces; a frozen dataclass with slots is as small but slower, 30 µs). INIT,
+sent once per process, is a frozen dataclass of typed settings.
 
 Task arguments and results travel as per-task ``bytes`` pickled by the root and the
 leaves, so routers forward them without unpickling (routers never import the user's
@@ -20,14 +20,16 @@ pair, ten times the cost of the tuple), on every hop of every task.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from stealing.exceptions import RemoteError
+from stealing.tree.plan import StealParams
 
 
 class Tag(enum.IntEnum):
     """The MPI tag of each kind of message (sent as its int value)."""
-    INIT = 1        # parent -> child: dict of settings (INIT_KEYS)
+    INIT = 1        # parent -> child: Init
     JOB = 2         # parent -> child: Job
     TASKS = 3       # parent -> child: Tasks
     NOMORE = 4      # parent -> child: NoMore, "no more tasks for now" (a failed steal)
@@ -62,13 +64,13 @@ def name(tag) -> str:
 class Job(NamedTuple):
     """JOB: the job's number and the functions its tasks call, ``{key: entry}`` (the
     executor's opaque entries; only those not sent in an earlier JOB). ``env``: on a
-    warm tree, the attached script's ``session`` number, ``sys_path``, ``argv``,
-    ``cwd`` and ``recursion_limit`` (None: the root's own, given in INIT).
+    warm tree, the attached script's ``ScriptEnv`` (None: the root's own, given in
+    INIT).
     ``timeline``: every process records what it does (``stealing.observe.recorder``) and sends
     it with its statistics."""
     job_id: int
     functions: dict
-    env: dict | None = None
+    env: ScriptEnv | None = None
     timeline: bool = False
 
 
@@ -159,50 +161,86 @@ class Bye(NamedTuple):
     pids: list
 
 
-# INIT is a dict of settings, the same for the whole tree but for the per-child keys;
-# a router forwards what it got (less the keys marked "own") to its children.
-INIT_KEYS = {
-    # from the root's caller (dac's Runtime settings)
-    "leaf_mode": "'persistent' or spawn-per-batch leaves",
-    "batch": "'rate' (batch_s seconds of work) or 'fixed' (tasks_per_leaf)",
-    "batch_s": "seconds of work a leaf asks for at its measured rate",
-    "remote": "how a router asks its parent: 'prefetch' or blocking",
-    "preload": "modules a leaf imports before its first job",
-    "gpu_simulate": "GPU leaves use numba's CUDA simulator",
-    "prefetch": "a leaf asks for more when half of its batch is left",
-    "executor": "'module:name' of the task executor a leaf loads",
-    "fault_tolerant": "one link per child, which survives the child's death (ULFM)",
-    "max_attempts": "processes a task may lose before the run fails",
-    # from the root
-    "params": "StealParams fields: branches, min_procs, tasks_per_leaf, steal_factor",
-    "sys_path": "the root's sys.path, put in front of the child's",
-    "root_pid": "the root's pid (the watchdog ends the process when it is gone)",
-    "root_host": "the root's host name",
-    "run_dir": "folder where monitors record lost processes",
-    "argv": "the root's sys.argv",
-    "recursion_limit": "the root's recursion limit",
-    "leaves": "leaf processes of the tree (more than one: spawns are worth splitting)",
-    # per child, from its parent
-    "role": "'router' or 'leaf' (own)",
-    "plan": "a router's node of the plan, with its children (own)",
-    "cluster": "name of the child's cluster",
-    "slowdown": "emulated slowdown factor of the child's host",
-    "device": "GPU index of a GPU leaf, -1 for none",
-    "latency_ms": "emulated latency of the link to the parent",
-    "one_shot": "a spawn-per-batch leaf: one batch, then exit",
-    "path": "the child's address: child indices from the root (owner of split work)",
-    "spawned_at": "time.time() when the parent called Spawn for the child",
-    "parent_host": "the parent's host name (on the same host they ring each other's bell)",
-    "joined": "why it joined a running tree: 'grow' or 'replace' ('': with the tree)",
-    # added by the child itself after INIT arrived
-    "shm": "its MPI shared-memory segments (own)",
-    "status": "its Status shared with its monitor (own)",
-    "marks": "time.time() at the steps of its start: main, mpi, init (own)",
-}
+@dataclass(frozen=True)
+class RunSettings:
+    """How the run's processes work, chosen once by the root's caller (each default
+    is written here only): ``leaf_mode`` (``"persistent"`` leaves, or ``"spawn"``: a
+    new leaf per batch), ``batch`` (``"rate"``: ``batch_s`` seconds of work at the
+    measured rate, or ``"fixed"``: ``tasks_per_leaf``), ``remote`` (how a router asks
+    its parent: ``"prefetch"`` or ``"blocking"``), ``preload`` (modules a leaf imports
+    before its first job), ``gpu_simulate`` (GPU leaves use numba's CUDA simulator),
+    ``prefetch`` (a leaf asks for more when half its batch is left), ``executor``
+    (``"module:name"`` of the task executor a leaf loads), ``fault_tolerant`` (one
+    link per child, which survives the child's death: ULFM) and ``max_attempts``
+    (processes a task may lose before the run fails)."""
+    leaf_mode: str = "persistent"
+    batch: str = "rate"
+    batch_s: float = 0.05
+    remote: str = "prefetch"
+    preload: tuple[str, ...] = ()
+    gpu_simulate: bool = False
+    prefetch: bool = True
+    executor: str = ""
+    fault_tolerant: bool = False
+    max_attempts: int = 2
 
-# What travels with each tag (None: nothing; dict: INIT's settings).
+
+@dataclass(frozen=True)
+class ScriptEnv:
+    """Where a script's tasks run as they would in it: its import path (put in front
+    of the process's own), ``sys.argv``, folder and recursion limit. ``session``: on
+    a warm tree, the number of the script that attached (0: the tree's own root)."""
+    sys_path: tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
+    cwd: str = ""
+    recursion_limit: int = 0
+    session: int = 0
+
+
+@dataclass(frozen=True)
+class TreeInfo:
+    """What every process learns of its tree from the root: the root's pid and host
+    (the watchdog ends a process whose root is gone), the run's folder (where monitors
+    record lost processes), how many leaves the tree has (with more than one, spawns
+    are worth splitting) and the thesis' parameters."""
+    root_pid: int
+    root_host: str
+    run_dir: str | None
+    leaves: int
+    params: StealParams
+
+
+@dataclass(frozen=True)
+class Init:
+    """INIT: what a new process is and does. The run's ``settings``, the ``tree`` and
+    the ``script`` are the same for every process (a router passes its own on), the
+    rest is the child's own: its ``role`` (``"router"`` or ``"leaf"``), a router's
+    node of the ``plan`` (with its children), its ``cluster``, the emulated
+    ``slowdown`` of its host and ``latency_ms`` of its link to the parent, a GPU
+    leaf's ``device`` (-1: none), ``one_shot`` (a spawn-per-batch leaf: one batch,
+    then exit), its ``path`` (child indices from the root: the owner of work split off
+    it), ``spawned_at`` (``time.time()`` of the parent's Spawn call), the
+    ``parent_host`` (on one host they ring each other's bell) and ``joined`` (why it
+    joined a running tree: ``"grow"`` or ``"replace"``; empty: with the tree)."""
+    settings: RunSettings
+    tree: TreeInfo
+    script: ScriptEnv
+    role: str = "leaf"
+    plan: dict | None = None
+    cluster: str = "local"
+    slowdown: float = 1.0
+    device: int = -1
+    latency_ms: float = 0.0
+    one_shot: bool = False
+    path: tuple[int, ...] = ()
+    spawned_at: float | None = None
+    parent_host: str = ""
+    joined: str = ""
+
+
+# What travels with each tag (None: nothing).
 PAYLOADS = {
-    Tag.INIT: dict, Tag.JOB: Job, Tag.TASKS: Tasks, Tag.NOMORE: NoMore,
+    Tag.INIT: Init, Tag.JOB: Job, Tag.TASKS: Tasks, Tag.NOMORE: NoMore,
     Tag.RESULTS: Results, Tag.READY: Ready, Tag.ERROR: Failure, Tag.STATS_REQ: None,
     Tag.STATS: Stats, Tag.STOP: None, Tag.BYE: Bye, Tag.SPLIT: Split,
     Tag.STOLEN: Tasks, Tag.RETURN: Returned, Tag.OUTPUT: Output,

@@ -28,7 +28,7 @@ The rules:
   own (``Yield`` sends the answer up). A router's own idle request lets its parent
   split the router's siblings; a non-idle request (a pool refill) only takes the
   parent's pool, so a cluster splits its own leaves before it reaches across;
-* results of split work carry their owner's path (``protocol.owner``): they go down
+* results of split work carry their owner's path (``stealing.tree.tasks.owner``): they go down
   to the child whose subtree holds the owner (``Route``), or up at once
   (``SendResults``) when the owner is elsewhere. Tasks given to a child are counted as
   outstanding only when their owner is outside that child, since only those results

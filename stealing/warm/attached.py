@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 
+from stealing.exceptions import DacError
 from stealing.observe.output import Printer, prefix_default
 from stealing.transport.protocol import Output
 from stealing.warm import wire
@@ -55,6 +56,9 @@ class AttachedScheduler:
     attached = True
     startup_s = None        # the tree started long ago
     lost = None
+    job_timeline = False    # (the tree's processes record no timeline for a script)
+    job_env = None
+    view = None
 
     def __init__(self, sock, info: dict):
         self.sock = sock
@@ -93,6 +97,17 @@ class AttachedScheduler:
 
     def check_lost(self) -> None:
         """The server watches the tree."""
+
+    def grow(self, count: int, host: str | None = None) -> None:
+        raise DacError("grow: a warm tree grows with `dac grow`")
+
+    def shrink(self, count: int) -> int:
+        raise DacError("shrink: a warm tree shrinks with `dac shrink`")
+
+    check_shrink = shrink
+
+    def ask_change(self, kind: str, count: int, host: str | None = None) -> None:
+        raise DacError(f"{kind}: a warm tree changes with `dac {kind}`")
 
     def stop(self, *args, **kwargs) -> None:
         """Let go of the tree (it stays up for the next script)."""

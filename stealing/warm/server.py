@@ -25,6 +25,7 @@ import signal
 import socket
 import time
 
+from stealing.transport.protocol import ScriptEnv
 from stealing.warm import folder as W
 from stealing.warm import wire
 
@@ -352,9 +353,8 @@ class TreeServer:
         self.active = client
         self.scripts += 1
         self.sched.sent_keys = set()
-        self.sched.job_env = {"session": self.scripts, "sys_path": hello.sys_path,
-                              "argv": hello.argv, "cwd": hello.cwd,
-                              "recursion_limit": hello.recursion_limit}
+        self.sched.job_env = ScriptEnv(tuple(hello.sys_path), tuple(hello.argv),
+                                       hello.cwd, hello.recursion_limit, self.scripts)
         self._reply(client, wire.Welcome(self.status()))
 
     def _check_lost(self) -> None:

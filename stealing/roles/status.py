@@ -1,0 +1,69 @@
+"""A spawned process's status, shared with its monitor, and what it knows of its own
+start: the two things about a process that are not messages."""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass
+
+# the child's status, shared with the monitor: current task id, finished flag, role,
+# the root's pid when the root runs on this host (else 0)
+_STATUS = struct.Struct("<qBBi")
+ROLES = {0: "process", 1: "router", 2: "leaf"}
+
+
+class SharedStatus:
+    """What the monitor must know if the child dies: written by the child, cheaply.
+    After the header, the names of the child's MPI shared-memory segments, which a
+    process killed in the middle of a run leaves in ``/dev/shm``."""
+
+    SIZE = 4096
+
+    def __init__(self):
+        self.buf = mmap.mmap(-1, self.SIZE)         # shared (MAP_SHARED) across fork
+        _STATUS.pack_into(self.buf, 0, -1, 0, 0, 0)
+
+    def shm(self, names) -> None:
+        data = "\0".join(names).encode()[: self.SIZE - _STATUS.size - 1]
+        self.buf[_STATUS.size:_STATUS.size + len(data) + 1] = data + b"\0"
+
+    def shm_names(self) -> list:
+        raw = bytes(self.buf[_STATUS.size:]).split(b"\0\0")[0]
+        return [n.decode() for n in raw.split(b"\0") if n]
+
+    def task(self, tid: int) -> None:
+        struct.pack_into("<q", self.buf, 0, tid)
+
+    @property
+    def current(self) -> int:
+        """The task id last written (-1: none)."""
+        return struct.unpack_from("<q", self.buf, 0)[0]
+
+    def role(self, role: str) -> None:
+        self.buf[9] = 1 if role == "router" else 2
+
+    def root(self, pid: int) -> None:
+        """The root runs on this host as ``pid``: the monitor ends the child if it dies."""
+        struct.pack_into("<i", self.buf, 10, pid)
+
+    def finished(self) -> None:
+        self.buf[8] = 1
+
+    def read(self):
+        return _STATUS.unpack_from(self.buf, 0)[:3]
+
+    @property
+    def root_pid(self) -> int:
+        return struct.unpack_from("<i", self.buf, 10)[0]
+
+
+
+@dataclass
+class Start:
+    """What a spawned process knows of its own start, beside its ``Init``: the times
+    of its steps (``main``, ``mpi``, ``init``: ``stealing.observe.stats``), the MPI
+    shared-memory files it maps, and its status shared with its monitor."""
+    marks: dict
+    shm: list
+    status: SharedStatus
