@@ -3,10 +3,8 @@
 The scheduler reaches these functions through ``Executor`` (by reference in a leaf, as
 an object on the root), never by importing this module.
 
-A task payload is ``pickle((task id, function key, depth, args, kwargs))``; a spawn split
-off a running task (``dac.stealable``) has the id ``(owner's path, number)``, and when its
-function is not in the job's table (a function only other @spawn functions call), the
-key is None and the function's bytes come sixth.
+A task's payload is a ``dac.task_call.TaskCall``, read there; a spawn split off a running
+task (``dac.stealable``) has the id ``(owner's path, number)``.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import sys
 from stealing.exceptions import SetupFailure, from_user_frames
 from stealing.tree.tasks import is_split
 
-from . import context
+from . import context, task_call
 from .errors import Lazy, TaskError, exception_message, shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps, loads
 from .spawn import short_repr
@@ -69,17 +67,19 @@ def run_task_payload(payload: bytes, table: dict, stealable=None):
     root runs the function's ``leaf=`` kernel if it has one; split-off spawns run
     the function itself, as they would have where they were spawned."""
     try:
-        tid, key, depth, args, kwargs, *extra = loads(payload)
+        call = task_call.read(payload)
     except Exception as exc:                                # noqa: BLE001
         raise SetupFailure("unpickling the arguments of a task") from exc
-    root_task = not is_split(tid)
+    root_task = not is_split(call.tid)
     if stealable is None:
-        sf = table[key] if key is not None else loads(extra[0])
-        value = context.run_serially(sf, args, kwargs, depth, use_leaf=root_task)
+        sf = call.spawn_function(table)
+        value = context.run_serially(sf, call.args, call.kwargs, call.depth,
+                                     use_leaf=root_task)
     else:
-        sf = stealable.function(key, extra)
-        value = stealable.run_task(sf, args, kwargs, depth, use_leaf=root_task)
-    return tid, dumps(value, Lazy("the result of", (sf, args, kwargs)))
+        sf = stealable.function(call)
+        value = stealable.run_task(sf, call.args, call.kwargs, call.depth,
+                                   use_leaf=root_task)
+    return call.tid, dumps(value, Lazy("the result of", (sf, call.args, call.kwargs)))
 
 
 def task_failure(payload: bytes, exc: BaseException, tb: str,
@@ -96,11 +96,10 @@ def task_failure(payload: bytes, exc: BaseException, tb: str,
     import socket
     call = "?"
     try:
-        _tid, key, _depth, args, kwargs, *extra = loads(payload)
-        parts = [short_repr(a) for a in args] + \
-            [f"{k}={short_repr(v)}" for k, v in kwargs.items()]
-        name = key.split('#')[0] if key is not None else loads(extra[0]).__qualname__
-        call = f"{name}({', '.join(parts)})"
+        task = task_call.read(payload)
+        parts = [short_repr(a) for a in task.args] + \
+            [f"{k}={short_repr(v)}" for k, v in task.kwargs.items()]
+        call = f"{task.name()}({', '.join(parts)})"
     except Exception:                                       # noqa: BLE001
         pass
     if where is None:
@@ -119,15 +118,15 @@ def run_batch_payloads(payloads: list, table: dict) -> list:
     groups: dict = {}
     out = []
     for payload in payloads:
-        tid, key, depth, args, kwargs, *extra = loads(payload)
-        sf = table.get(key) if key is not None else None
+        task = task_call.read(payload)
+        sf = table.get(task.key) if task.key is not None else None
         if sf is None or sf.gpu_batch is None:
             out.append(run_task_payload(payload, table))
             continue
-        if kwargs:
+        if task.kwargs:
             raise TypeError(f"{sf.__name__}: a gpu_batch task takes positional "
-                            f"arguments only, got keywords {sorted(kwargs)}")
-        groups.setdefault(key, []).append((tid, args))
+                            f"arguments only, got keywords {sorted(task.kwargs)}")
+        groups.setdefault(task.key, []).append((task.tid, task.args))
     for key, items in groups.items():
         sf = table[key]
         columns = [np.asarray(col) for col in zip(*(args for _, args in items))]

@@ -23,10 +23,11 @@ import pickle
 import time
 import traceback
 
-from . import context
+from . import context, task_call
 from .errors import DacError, Lazy, ReplayMismatchError, TaskError, exception_message
 from .future import Future
-from .serialize import dumps_function, dumps_payload, script_entry, script_key
+from .serialize import dumps_function, script_entry, script_key
+from .task_call import TaskCall
 
 MAX_AUTO_DEPTH = 48
 PROBE_MIN_S = 0.05      # a deeper trial pass may take this long ...
@@ -141,10 +142,9 @@ class Expansion:
             if path not in self.tasks:
                 tid = len(self.tasks)
                 fingerprint = _fingerprint(args, kwargs)      # a tuple: scalars
-                payload, script = dumps_payload(
-                    (tid, sf.key, depth, args, kwargs), Lazy("an argument of", call),
-                    (*args, *kwargs.values()) if kwargs else args,
-                    type(fingerprint) is tuple)
+                payload, script = task_call.write_noting(
+                    TaskCall(tid, sf.key, depth, args, kwargs),
+                    Lazy("an argument of", call), type(fingerprint) is tuple)
                 self._check(path, sf, fingerprint, call)
                 task = Task(tid, path, sf, payload, call, script)
                 self.tasks[path] = task

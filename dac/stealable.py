@@ -42,10 +42,11 @@ import time
 from collections import deque
 from time import perf_counter as _clock  # read before every entry's run
 
-from . import context
+from . import context, task_call
 from .errors import Lazy, SerializationError, SyncError, safe_repr
 from .future import _PENDING, Future
-from .serialize import dumps, dumps_function, loads
+from .serialize import dumps_function, loads
+from .task_call import TaskCall
 
 KEEP = 2            # entries the deque keeps on a leaf alone (see the docstring)
 POLL_S = 2e-3       # how often a running task lets its worker read messages (a probe costs ~10-60 µs)
@@ -302,15 +303,13 @@ class StealableContext:
         number = self.next_number
         tid = (self.worker.path, number)
         try:
+            blob = None
             if key is None:
                 blob = self.blobs.get(id(sf))
                 if blob is None:
                     blob = self.blobs[id(sf)] = dumps_function(sf)
-                payload = dumps((tid, None, self.depth, args, kwargs, blob),
-                                Lazy("an argument of", entry._call))
-            else:
-                payload = dumps((tid, key, self.depth, args, kwargs),
-                                Lazy("an argument of", entry._call))
+            payload = task_call.write(TaskCall(tid, key, self.depth, args, kwargs, blob),
+                                      Lazy("an argument of", entry._call))
         except SerializationError:
             return None
         self.next_number += 1
@@ -327,11 +326,12 @@ class StealableContext:
             self.keys = {id(v): k for k, v in self.table.items()}
         return self.keys.get(id(sf))
 
-    def function(self, key, extra) -> object:
-        """The SpawnFunction a split task names: a key of the table, or its bytes."""
-        if key is not None:
-            return self.table[key]
-        blob = extra[0]
+    def function(self, call: TaskCall) -> object:
+        """The SpawnFunction a task names: a key of the table, or its bytes (unpickled
+        once per leaf)."""
+        if call.key is not None:
+            return self.table[call.key]
+        blob = call.function
         sf = self.functions.get(blob)
         if sf is None:
             sf = self.functions[blob] = loads(blob)

@@ -203,10 +203,11 @@ def test_a_task_whose_argument_repr_raises_succeeds():
 
 
 def test_task_failure_survives_unprintable_exceptions_and_arguments():
+    from dac import task_call
     from dac.execution import task_failure
-    from dac.serialize import dumps
-    payload = dumps((7, "fails_unprintably#3", 1, (0, programs.Unrepresentable()),
-                     {"tag": programs.Unrepresentable()}), "a test payload")
+    payload = task_call.write(task_call.TaskCall(
+        7, "fails_unprintably#3", 1, (0, programs.Unrepresentable()),
+        {"tag": programs.Unrepresentable()}), "a test payload")
     err = task_failure(payload, programs.UnprintableError("x"), "tb text")
     assert err.type_name == "UnprintableError"
     assert err.message == UNPRINTABLE

@@ -1,0 +1,62 @@
+"""A task's call, as it travels to a leaf: written and read here only.
+
+A task reaches a leaf as ``(task id, payload)`` (``stealing.tree.tasks``); the payload is
+the pickled call, ``(task id, function key, depth, args, kwargs)``, with the function's
+own bytes sixth when the job's table has no entry for it (a spawn split off a running
+task whose function only other ``@spawn`` functions call; the key is then None). The
+wire form stays a plain tuple: a tuple pickles smaller and faster than any object, and a
+leaf unpickles thousands a second.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from stealing.tree.tasks import TaskId
+
+from .serialize import dumps, dumps_payload, loads
+
+
+class TaskCall(NamedTuple):
+    """One call of a ``@spawn`` function: which function, at which recursion depth, with
+    which arguments. ``function`` is the pickled ``SpawnFunction`` when ``key`` is None."""
+
+    tid: TaskId
+    key: str | None
+    depth: int
+    args: tuple
+    kwargs: dict
+    function: bytes | None = None
+
+    def wire(self) -> tuple:
+        """The plain tuple that is pickled (no class reference in the bytes)."""
+        if self.function is None:
+            return (self.tid, self.key, self.depth, self.args, self.kwargs)
+        return (self.tid, None, self.depth, self.args, self.kwargs, self.function)
+
+    def spawn_function(self, table: dict) -> Any:
+        """The ``SpawnFunction`` to call: from the job's table, or unpickled."""
+        return table[self.key] if self.key is not None else loads(self.function)
+
+    def name(self) -> str:
+        """The function's name, for messages (its key without the redefinition tag)."""
+        if self.key is not None:
+            return self.key.split('#')[0]
+        return str(loads(self.function).__qualname__)
+
+
+def read(payload: bytes) -> TaskCall:
+    """The call a payload holds."""
+    return TaskCall(*loads(payload))
+
+
+def write(call: TaskCall, what: Any) -> bytes:
+    """The payload of ``call``; ``what`` describes it if pickling fails."""
+    return dumps(call.wire(), what)
+
+
+def write_noting(call: TaskCall, what: Any, scalars: bool) -> tuple:
+    """``(payload, {name: script object} or None)``: as ``write``, also naming the
+    objects of the user's script the arguments refer to (``dumps_payload``)."""
+    values = (*call.args, *call.kwargs.values()) if call.kwargs else call.args
+    return dumps_payload(call.wire(), what, values, scalars)
