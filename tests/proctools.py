@@ -28,7 +28,7 @@ def _read(path: str) -> bytes:
 def dac_processes(tag: str = SESSION_TAG, monitors: bool = False) -> dict[int, str]:
     """``{pid: command line}`` of live (non-zombie) dac processes carrying ``tag``:
     routers and leaves, and with ``monitors`` also the monitor process that is the
-    parent of each of them (see stealing/process.py)."""
+    parent of each of them (see stealing/roles/process.py)."""
     found = {}
     parents = {}
     needle = f"{TAG_VAR}={tag}".encode()

@@ -114,7 +114,7 @@ def test_a_task_error_names_the_script_file_line_and_source():
     assert "dac.errors.TaskError: task check(3) raised ValueError: bad item 3" in err
     # the traceback starts at the user's function, not in dac's leaf
     remote = err.split("--- traceback where it was raised ---")[1]
-    assert "stealing/leaf.py" not in remote and "dac/stealable.py" not in remote
+    assert "stealing/roles/leaf.py" not in remote and "dac/stealable.py" not in remote
 
 
 # --- failures outside a task -----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The steal rules alone (stealing/policy.py): no MPI, no processes, a fake clock.
+"""The steal rules alone (stealing/tree/policy.py): no MPI, no processes, a fake clock.
 
 Each test drives a ``StealPolicy`` with the events a node sees and checks the actions
 it returns, message for message, and its counters, with exact numbers.

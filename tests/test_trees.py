@@ -1,6 +1,6 @@
 """Trees of several shapes in both leaf modes: right answer, and statistics that add up.
 
-What the counters count (stealing/policy.py, stealing/leaf.py):
+What the counters count (stealing/tree/policy.py, stealing/roles/leaf.py):
 
 * ``spawns`` — processes a node spawned: its routers or persistent leaves when the tree
   is built, and in spawn-per-batch mode one leaf per batch it gives.
