@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from stealing.warm import folder as W
 from stealing.warm import wire
+from stealing.warm.attached import AttachedScheduler
 from stealing.warm.attached import attach as attach_socket
 from stealing.warm.folder import TreeGone
 
 from .errors import DacError
 
-_said = set()           # notes already printed by this process
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+_T = TypeVar("_T")
+
+_said: set[str] = set()     # notes already printed by this process
 
 
 def _note(text: str, once: str | None = None) -> None:
@@ -30,7 +37,7 @@ def _note(text: str, once: str | None = None) -> None:
     print(f"dac: {text}", file=sys.stderr, flush=True)
 
 
-def read_tree(call):
+def read_tree(call: Callable[[], _T]) -> _T:
     """``call()`` (a ``stealing.warm.folder`` function on the tree folder), its
     ``TreeFileError`` a ``DacError``."""
     try:
@@ -39,7 +46,7 @@ def read_tree(call):
         raise DacError(str(exc)) from None
 
 
-def find(strict: bool = True) -> dict | None:
+def find(strict: bool = True) -> dict[str, Any] | None:
     """The tree file of this user's warm tree if its server is alive, else None (a
     stale file, whose server is gone, is removed). A damaged or untrusted tree file
     raises a ``DacError`` saying what is wrong, or with ``strict=False`` (a run
@@ -60,7 +67,7 @@ def find(strict: bool = True) -> dict | None:
     return info
 
 
-def attach(runtime):
+def attach(runtime: Runtime) -> AttachedScheduler | None:
     """An ``AttachedScheduler`` on the warm tree for ``runtime``, or None (none up,
     another shape, or not answering: the runtime spawns its own; a note says why)."""
     if runtime.options.attach is False or \
@@ -77,7 +84,7 @@ def attach(runtime):
     hello = wire.Hello(os.getpid(), list(sys.argv), [p for p in sys.path if p],
                     os.getcwd(), sys.getrecursionlimit())
 
-    def queued(msg):
+    def queued(msg: wire.Queued) -> None:
         _note(f"the warm tree (pid {info['pid']}) is serving pid {msg.holder_pid}; "
               f"waiting for it (place {msg.position} in line)")
     try:
@@ -91,7 +98,7 @@ def attach(runtime):
     return sched
 
 
-def _mismatch(theirs, ours) -> str | None:
+def _mismatch(theirs: object, ours: dict[str, Any]) -> str | None:
     """Why a tree of shape ``theirs`` cannot run what asks for ``ours``, or None."""
     if theirs == ours:
         return None

@@ -12,16 +12,28 @@ from __future__ import annotations
 
 import sys
 import threading
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from .errors import SyncError, safe_repr
 from .future import Future
+
+if sys.platform != "win32":
+    import resource
+
+if TYPE_CHECKING:
+    from .expansion import Expansion
+    from .spawn import SpawnFunction
+    from .stealable import StealableContext
+
+    # what a @spawn call may find in ``state.current`` (SerialContext is below)
+    Context = Union["SerialContext", StealableContext, Expansion]
 
 
 class _State(threading.local):
     """The active context of this thread, or None: each thread of a program has its
     own (a serial call in one thread is serial whatever another thread runs)."""
 
-    current = None
+    current: Context | None = None
 
 
 state = _State()
@@ -47,17 +59,21 @@ class SerialContext:
 
     __slots__ = ("depth",)
 
-    def __init__(self, depth: int = 0):
+    depth: int
+
+    def __init__(self, depth: int = 0) -> None:
         self.depth = depth
 
-    def call(self, sf, args, kwargs) -> Future:
+    def call(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Future:
         return Future(sf.fn(*args, **kwargs))
 
-    def sync(self, futures):
+    def sync(self, futures: Sequence[Any]) -> Any:
         return _values(futures)
 
 
-def _values(futures):
+def _values(futures: Sequence[Any]) -> Any:
+    """The values of done futures (``futures`` as given to ``sync``, checked here):
+    one value for one future, else a tuple."""
     for f in futures:
         if not isinstance(f, Future):
             raise SyncError(f"sync() takes futures returned by @spawn functions, "
@@ -67,7 +83,8 @@ def _values(futures):
     return tuple(f.result() for f in futures)
 
 
-def run_serially(sf, args, kwargs, depth: int = 0, use_leaf: bool = False):
+def run_serially(sf: SpawnFunction, args: tuple, kwargs: dict, depth: int = 0,
+                 use_leaf: bool = False) -> Any:
     """Call ``sf`` in a serial context and return the plain value.
 
     While it runs the recursion limit is raised by ``SERIAL_FRAMES``, so the user's
@@ -85,7 +102,7 @@ def run_serially(sf, args, kwargs, depth: int = 0, use_leaf: bool = False):
         undeeper()
 
 
-def _c_stack_levels():
+def _c_stack_levels() -> int | None:
     """How many levels of a recursion through ``SpawnFunction.__call__`` the C stack
     holds, or None where the interpreter guards its C stack itself (3.12+).
 
@@ -95,17 +112,25 @@ def _c_stack_levels():
     """
     if sys.version_info >= (3, 12):
         return None
-    size = 8 << 20
-    try:
-        import resource
-        soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
-        if soft != resource.RLIM_INFINITY and soft > 0:
-            size = soft
-    except (ImportError, OSError, ValueError):
-        size = 1 << 20                  # Windows' main thread
+    size = _main_stack_size()
     if threading.stack_size():
         size = min(size, threading.stack_size())
     return size // 2048
+
+
+def _main_stack_size() -> int:
+    """The main thread's C stack: the soft ``RLIMIT_STACK``, 8 MB when it is
+    unlimited, 1 MB where it cannot be read (Windows' main thread)."""
+    if sys.platform == "win32":
+        return 1 << 20
+    size = 8 << 20
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            size = soft
+    except (OSError, ValueError):
+        size = 1 << 20
+    return size
 
 
 _C_STACK_LEVELS = _c_stack_levels()
@@ -146,7 +171,7 @@ def undeeper() -> None:
             sys.setrecursionlimit(_base)
 
 
-def sync(*futures):
+def sync(*futures: Any) -> Any:
     """Wait for spawned calls and return their values.
 
     ``sync(f)`` returns f's value, ``sync(f, g)`` a tuple of values, and
@@ -167,7 +192,7 @@ def sync(*futures):
     return current.sync(futures)
 
 
-def _sync_list(current, group) -> list:
+def _sync_list(current: Context, group: Any) -> list:
     """``sync(kids)``: the values of an iterable of futures, as a list."""
     if isinstance(group, (str, bytes)) or not hasattr(group, "__iter__"):
         raise SyncError(f"sync() takes futures returned by @spawn functions, or one "

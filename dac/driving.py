@@ -15,16 +15,27 @@ other result: fib with 2584 tasks lost a fifth of its speed to it).
 from __future__ import annotations
 
 import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from stealing.tree.tasks import TaskId
 
 from .errors import DacError, SerializationError
-from .expansion import function_table
+from .expansion import Expansion, Task, function_table
 from .serialize import loads
+
+if TYPE_CHECKING:
+    from stealing.roles.scheduler import Scheduler
+
+    from .progress import Progress
+    from .spawn import SpawnFunction
 
 PASS_SHARE = 0.05       # the most of the root's time that passes over the top may take
 
 
-def drive(sched, exp, fn, args, kwargs, root_helps: bool, streamed: bool,
-          progress=None):
+def drive(sched: Scheduler, exp: Expansion, fn: SpawnFunction, args: tuple, kwargs: dict,
+          root_helps: bool, streamed: bool,
+          progress: Progress | None = None) -> tuple[Any, int]:
     """Solve the job whose first pass is ``exp`` on ``sched`` (a ``RootScheduler`` with
     a job begun); returns ``(value, passes)``. ``streamed``: the first pass's tasks were
     sent while it ran (``open_stream`` called already). ``progress``: a
@@ -32,8 +43,9 @@ def drive(sched, exp, fn, args, kwargs, root_helps: bool, streamed: bool,
     counts = progress or _NoProgress
     if not streamed:
         sched.open_stream()
-    outstanding: dict = {}           # task id -> Task sent and not answered
-    helpers = {} if root_helps else None    # what the root may run while leaves start
+    outstanding: dict[TaskId, Task] = {}    # task id -> Task sent and not answered
+    # what the root may run while leaves start
+    helpers: dict[str, SpawnFunction] | None = {} if root_helps else None
     helpers = _send(sched, exp.new_tasks, outstanding, helpers, sent=streamed)
     counts.sent(len(exp.new_tasks))
     # The first pass found what it could: idle leaves may hear "no more" now; tasks
@@ -46,7 +58,7 @@ def drive(sched, exp, fn, args, kwargs, root_helps: bool, streamed: bool,
             raise DacError("the computation is waiting on futures that no task will "
                            "produce (a future kept from another run, or synced in a "
                            "frame that did not spawn it)")
-        wanted = {exp.tasks[p].tid for p in exp.blockers} or None
+        wanted: set[TaskId] | None = {exp.tasks[p].tid for p in exp.blockers} or None
         counts.took(_take(exp, outstanding, sched.wait_results(wanted, helpers)))
         # pace the passes: the top's frames run again from their start each time,
         # so a big top (thousands of frames) is re-run at most every 1 / PASS_SHARE
@@ -77,7 +89,8 @@ class _NoProgress:
         pass
 
 
-def _take(exp, outstanding: dict, blobs: dict) -> int:
+def _take(exp: Expansion, outstanding: dict[TaskId, Task],
+          blobs: dict[TaskId, bytes]) -> int:
     """Record results that came in (the next pass reads them); returns how many."""
     for tid, blob in blobs.items():
         task = outstanding.pop(tid)
@@ -85,7 +98,9 @@ def _take(exp, outstanding: dict, blobs: dict) -> int:
     return len(blobs)
 
 
-def _send(sched, tasks, outstanding, helpers, sent=False):
+def _send(sched: Scheduler, tasks: list[Task], outstanding: dict[TaskId, Task],
+          helpers: dict[str, SpawnFunction] | None,
+          sent: bool = False) -> dict[str, SpawnFunction] | None:
     """Feed ``tasks`` (unless ``sent``) and count them outstanding; returns the
     functions the root may run itself while the leaves start (``helpers``), or None
     once a task's function has no ``leaf=`` kernel loaded here."""
@@ -102,13 +117,12 @@ def _send(sched, tasks, outstanding, helpers, sent=False):
     return helpers
 
 
-def load_result(task, blob: bytes):
+def load_result(task: Task, blob: bytes) -> Any:
     """A task's result, unpickled; a failure names the task and what failed (the
     result's class may be missing here, or its ``__setstate__`` may refuse)."""
     try:
         return loads(blob)
     except Exception as exc:                                # noqa: BLE001
-        import traceback
         sf, args, kwargs = task.call
         where = ""
         frames = traceback.extract_tb(exc.__traceback__)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Tuple
+
 # The base and the errors a run's processes report are below dac: see stealing.exceptions.
 from stealing.exceptions import (  # noqa: F401
     DacError,
@@ -11,6 +13,12 @@ from stealing.exceptions import (  # noqa: F401
     TaskError,
     shorten_traceback,
 )
+
+if TYPE_CHECKING:
+    from .spawn import SpawnFunction
+
+    # a call as it is kept until a message names it: (function, args, kwargs)
+    SpawnCall = Tuple[SpawnFunction, tuple, dict]
 
 
 class ReplayMismatchError(DacError):
@@ -44,7 +52,7 @@ def exception_message(exc: BaseException) -> str:
     return f"({name} raised with no message)"
 
 
-def safe_str(obj, what: str = "the exception") -> str:
+def safe_str(obj: object, what: str = "the exception") -> str:
     """``str(obj)``, or a placeholder naming why it failed.
 
     Used where a message is built for an error already under way (a failed task): a
@@ -57,7 +65,7 @@ def safe_str(obj, what: str = "the exception") -> str:
         return f"<str() of {what} failed: {exception_text(exc)}>"
 
 
-def safe_repr(obj, what: str = "the value") -> str:
+def safe_repr(obj: object, what: str = "the value") -> str:
     """``repr(obj)``, or a placeholder naming why it failed (see ``safe_str``)."""
     try:
         return repr(obj)
@@ -81,9 +89,11 @@ class Lazy:
 
     __slots__ = ("what", "call")
 
-    def __init__(self, what, call):
+    def __init__(self, what: str, call: SpawnCall) -> None:
+        self.what: str
+        self.call: SpawnCall
         self.what, self.call = what, call
 
-    def __str__(self):
+    def __str__(self) -> str:
         sf, args, kwargs = self.call
         return f"{self.what} {sf.describe(args, kwargs)}"

@@ -9,18 +9,25 @@ task (``dac.stealable``) has the id ``(owner's path, number)``.
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
+from typing import TYPE_CHECKING
 
 from stealing.exceptions import SetupFailure, from_user_frames
-from stealing.tree.tasks import is_split
+from stealing.tree.tasks import Result, Task, TaskId, is_split
 
 from . import context, task_call
 from .errors import Lazy, TaskError, exception_message, shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps, loads
-from .spawn import short_repr
+from .spawn import SpawnFunction, short_repr
+from .stealable import StealableContext
+
+if TYPE_CHECKING:
+    from stealing.roles.executor import Worker
 
 
-def load_table(entries: dict) -> dict:
+def load_table(entries: dict[str, bytes]) -> dict[str, SpawnFunction]:
     """Unpickle the job's ``{key: SpawnFunction}`` table.
 
     Classes and functions of the user's script arrive by value; they are also put in this
@@ -30,7 +37,7 @@ def load_table(entries: dict) -> dict:
     older ``X`` (the script may have redefined it) and are not functions to call.
     """
     main = sys.modules["__main__"]
-    table = {}
+    table: dict[str, SpawnFunction] = {}
     for key, blob in entries.items():
         value = loads(blob)
         if key.startswith(SCRIPT_PREFIX):
@@ -49,7 +56,7 @@ def load_table(entries: dict) -> dict:
     return table
 
 
-_put_in_main: set = set()   # names load_table gave this process's __main__
+_put_in_main: set[str] = set()   # names load_table gave this process's __main__
 
 
 def forget_script() -> None:
@@ -61,7 +68,8 @@ def forget_script() -> None:
     _put_in_main.clear()
 
 
-def run_task_payload(payload: bytes, table: dict, stealable=None):
+def run_task_payload(payload: bytes, table: dict[str, SpawnFunction],
+                     stealable: StealableContext | None = None) -> Result:
     """Run one task, serially or (``stealable``, a ``StealableContext``) with its
     spawns on the leaf's deque; returns ``(task id, pickled result)``. A task of the
     root runs the function's ``leaf=`` kernel if it has one; split-off spawns run
@@ -92,8 +100,6 @@ def task_failure(payload: bytes, exc: BaseException, tb: str,
     ``__str__`` or an argument whose ``__repr__`` raises would otherwise kill the leaf
     and with it the run's report (the traceback module guards itself already).
     """
-    import os
-    import socket
     call = "?"
     try:
         task = task_call.read(payload)
@@ -108,29 +114,33 @@ def task_failure(payload: bytes, exc: BaseException, tb: str,
                      shorten_traceback(from_user_frames(tb)), call, where, exception=exc)
 
 
-def run_batch_payloads(payloads: list, table: dict) -> list:
+def run_batch_payloads(payloads: list[bytes],
+                       table: dict[str, SpawnFunction]) -> list[Result]:
     """Run a batch of tasks on this leaf's GPU: ``[(task id, pickled result)]``.
 
     Tasks of a function with ``gpu_batch`` go to it together, one NumPy array per
     argument; the others run one by one as on a CPU leaf.
     """
-    import numpy as np
-    groups: dict = {}
-    out = []
+    import numpy as np  # lazy: ~0.1 s; only a GPU leaf runs batches
+    groups: dict[str, list[tuple[TaskId, tuple]]] = {}
+    out: list[Result] = []
     for payload in payloads:
         task = task_call.read(payload)
-        sf = table.get(task.key) if task.key is not None else None
-        if sf is None or sf.gpu_batch is None:
+        key = task.key
+        sf = table.get(key) if key is not None else None
+        if key is None or sf is None or sf.gpu_batch is None:
             out.append(run_task_payload(payload, table))
             continue
         if task.kwargs:
             raise TypeError(f"{sf.__name__}: a gpu_batch task takes positional "
                             f"arguments only, got keywords {sorted(task.kwargs)}")
-        groups.setdefault(task.key, []).append((task.tid, task.args))
+        groups.setdefault(key, []).append((task.tid, task.args))
     for key, items in groups.items():
         sf = table[key]
+        batch = sf.gpu_batch
+        assert batch is not None            # only such functions' tasks were grouped
         columns = [np.asarray(col) for col in zip(*(args for _, args in items))]
-        values = np.asarray(sf.gpu_batch(*columns))
+        values = np.asarray(batch(*columns))
         if values.shape[:1] != (len(items),):
             raise ValueError(f"{sf.__name__}: gpu_batch returned {values.shape[:1]} "
                              f"results for a batch of {len(items)} tasks")
@@ -149,19 +159,19 @@ class Executor:
     run_batch = staticmethod(run_batch_payloads)
     task_failure = staticmethod(task_failure)
 
-    def __init__(self):
-        self.stealable = None
+    def __init__(self) -> None:
+        self.stealable: StealableContext | None = None
 
-    def run_task(self, payload: bytes, table: dict, worker=None):
+    def run_task(self, payload: bytes, table: dict[str, SpawnFunction],
+                 worker: Worker | None = None) -> Result:
         if worker is None:
             return run_task_payload(payload, table)
         if self.stealable is None:
-            from .stealable import StealableContext
             self.stealable = StealableContext(worker)
         self.stealable.table = table
         return run_task_payload(payload, table, self.stealable)
 
-    def split(self, want: int) -> list:
+    def split(self, want: int) -> list[Task]:
         return self.stealable.split(want) if self.stealable is not None else []
 
     def deliver(self, results: list) -> None:

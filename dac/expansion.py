@@ -22,12 +22,20 @@ import hashlib
 import pickle
 import time
 import traceback
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Tuple
 
 from . import context, task_call
 from .errors import DacError, Lazy, ReplayMismatchError, TaskError, exception_message
 from .future import Future
 from .serialize import dumps_function, script_entry, script_key
 from .task_call import TaskCall
+
+if TYPE_CHECKING:
+    from .errors import SpawnCall
+    from .spawn import SpawnFunction
+
+CallPath = Tuple[int, ...]      # the indices of the calls leading to a call, from the top
 
 MAX_AUTO_DEPTH = 48
 PROBE_MIN_S = 0.05      # a deeper trial pass may take this long ...
@@ -47,7 +55,7 @@ class OverBudget(BaseException):
 _SIMPLE = frozenset((int, float, str, bytes, bool, type(None)))
 
 
-def _fingerprint(args, kwargs):
+def _fingerprint(args: tuple, kwargs: dict) -> Any:
     """What identifies a call's arguments across passes: the arguments themselves when
     they are plain scalars (cheap to compare), else a digest of their pickle; None
     when they cannot be pickled (a frame above the spawn depth needs no pickling)."""
@@ -64,9 +72,14 @@ def _fingerprint(args, kwargs):
 
 
 class Frame:
+    """A call above the spawn depth that runs on the root: where it is, and the futures
+    of the calls it has made so far (its implicit sync at return waits on them)."""
+
     __slots__ = ("path", "depth", "nchild", "children")
 
-    def __init__(self, path, depth):
+    def __init__(self, path: CallPath, depth: int) -> None:
+        self.nchild: int
+        self.children: list[Future]
         self.path, self.depth, self.nchild, self.children = path, depth, 0, []
 
 
@@ -76,7 +89,8 @@ class Task:
 
     __slots__ = ("tid", "path", "sf", "payload", "call", "script")
 
-    def __init__(self, tid, path, sf, payload, call, script=None):
+    def __init__(self, tid: int, path: CallPath, sf: SpawnFunction, payload: bytes,
+                 call: SpawnCall, script: dict[str, Any] | None = None) -> None:
         self.tid, self.path, self.sf, self.payload, self.call = tid, path, sf, payload, call
         self.script = script
 
@@ -84,7 +98,8 @@ class Task:
 class Expansion:
     """The context of the root's passes over the top of the recursion."""
 
-    def __init__(self, auto_depth: int, sink=None):
+    def __init__(self, auto_depth: int,
+                 sink: Callable[[Expansion], None] | None = None) -> None:
         self.auto_depth = auto_depth
         self.sink = sink             # called with the expansion after each new task
         self.records: dict = {}      # path -> (function key, argument digest)
@@ -94,13 +109,14 @@ class Expansion:
         self.new_tasks: list = []    # tasks found by the current pass
         self.pending: dict = {}      # a pending task future of this pass -> its path
         self.blockers: set = set()   # paths of the tasks suspended frames wait on
-        self.stack: list = []
+        self.stack: list[Frame] = []
         self.auto_used = False       # some call became a task by the automatic depth
-        self.deadline = None         # perf_counter time a trial pass must end by
+        self.deadline: float | None = None   # perf_counter time a trial pass must end by
         self.max_task_depth = 0
+        self.first: tuple[bool, Any] = (False, None)   # (done, value) of the first pass
 
     # one pass -----------------------------------------------------------------
-    def run_pass(self, sf, args, kwargs):
+    def run_pass(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> tuple[bool, Any]:
         """Run the top call once; returns ``(done, value)``."""
         self.new_tasks = []
         self.pending = {}
@@ -115,7 +131,8 @@ class Expansion:
             context.undeeper()
         return fut.done(), (fut.result() if fut.done() else None)
 
-    def call(self, sf, args, kwargs) -> Future:
+    def call(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Future:
+        """A ``@spawn`` call made by the running frame (``SpawnFunction.__call__``)."""
         frame = self.stack[-1]
         path = frame.path + (frame.nchild,)
         frame.nchild += 1
@@ -123,7 +140,9 @@ class Expansion:
         frame.children.append(fut)
         return fut
 
-    def is_task(self, sf, args, kwargs, depth) -> bool:
+    def is_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int) -> bool:
+        """The call goes to the leaves: its ``cutoff=``, else its ``depth=``, else the
+        automatic depth says so."""
         if sf.cutoff is not None:
             return bool(sf.cutoff(*args, **kwargs) if kwargs else sf.cutoff(*args))
         if sf.depth is not None:
@@ -133,8 +152,9 @@ class Expansion:
             return True
         return False
 
-    def _call(self, sf, args, kwargs, path, depth) -> Future:
-        call = (sf, args, kwargs)                 # described only when a message needs it
+    def _call(self, sf: SpawnFunction, args: tuple, kwargs: dict, path: CallPath,
+              depth: int) -> Future:
+        call: SpawnCall = (sf, args, kwargs)                # described only when a message needs it
         if self.is_task(sf, args, kwargs, depth):
             if path in self.results:            # replaying a solved task: no pickling
                 self._check(path, sf, _fingerprint(args, kwargs), call)
@@ -182,7 +202,8 @@ class Expansion:
         self.finished[path] = value
         return Future(value, call)
 
-    def _check(self, path, sf, fingerprint, call) -> None:
+    def _check(self, path: CallPath, sf: SpawnFunction, fingerprint: Any,
+               call: SpawnCall) -> None:
         seen = self.records.get(path)
         if seen is None:
             self.records[path] = (sf.key, fingerprint, call)
@@ -196,21 +217,21 @@ class Expansion:
                 f"outside state); lower the spawn depth or make them deterministic.")
 
     # sync -----------------------------------------------------------------------
-    def sync(self, futures):
+    def sync(self, futures: Sequence[Any]) -> Any:
         for f in futures:
             if type(f) is Future and not f.done():
                 self._blocked((f,))
                 raise Suspend()
         return context._values(futures)
 
-    def sync_all(self):
+    def sync_all(self) -> None:
         children = self.stack[-1].children
         if not all(f.done() for f in children):
             self._blocked(children)
             raise Suspend()
         return None
 
-    def _blocked(self, futures) -> None:
+    def _blocked(self, futures: Iterable[Future]) -> None:
         """Note the task the frame about to suspend waits on first. A frame waiting on
         a suspended frame needs nothing more: that frame noted its own task."""
         for f in futures:
@@ -221,11 +242,11 @@ class Expansion:
                 return
 
 
-def function_table(tasks, sent: set) -> dict:
+def function_table(tasks: Iterable[Task], sent: set[str]) -> dict[str, bytes]:
     """``{key: pickled SpawnFunction}`` for the functions of ``tasks`` not yet sent,
     and the script's classes and functions their arguments name (by value, for the
     leaves' ``__main__``)."""
-    table = {}
+    table: dict[str, bytes] = {}
     for t in tasks:
         if t.sf.key not in sent and t.sf.key not in table:
             table[t.sf.key] = dumps_function(t.sf)
@@ -236,7 +257,9 @@ def function_table(tasks, sent: set) -> dict:
     return table
 
 
-def choose_depth(sf, args, kwargs, target: int, fixed=None, sink=None) -> Expansion:
+def choose_depth(sf: SpawnFunction, args: tuple, kwargs: dict, target: int,
+                 fixed: int | None = None,
+                 sink: Callable[[Expansion], None] | None = None) -> Expansion:
     """The first pass, at the shallowest automatic depth giving ``target`` tasks.
 
     Deepening stops when the count reaches ``target``, when the automatic depth decided
@@ -250,7 +273,8 @@ def choose_depth(sf, args, kwargs, target: int, fixed=None, sink=None) -> Expans
         exp = Expansion(fixed, sink)
         exp.first = exp.run_pass(sf, args, kwargs)
         return exp
-    previous, took = None, 0.0
+    previous: Expansion | None = None
+    took = 0.0
     for depth in range(1, MAX_AUTO_DEPTH + 1):
         exp = Expansion(depth, sink)
         start = time.perf_counter()
@@ -261,6 +285,7 @@ def choose_depth(sf, args, kwargs, target: int, fixed=None, sink=None) -> Expans
         try:
             exp.first = exp.run_pass(sf, args, kwargs)
         except OverBudget:
+            assert previous is not None     # only a deeper trial pass has a budget
             return previous
         exp.deadline = None             # the passes after the first have no budget
         took = time.perf_counter() - start

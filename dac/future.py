@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import SyncError
+
+if TYPE_CHECKING:
+    from .errors import SpawnCall
 
 _PENDING = object()
 
@@ -16,14 +21,16 @@ class Future:
 
     __slots__ = ("_value", "_call")
 
-    def __init__(self, value=_PENDING, call=""):
+    def __init__(self, value: Any = _PENDING, call: SpawnCall | str = "") -> None:
+        self._value: Any
+        self._call: SpawnCall | str
         self._value = value
         self._call = call
 
     def done(self) -> bool:
         return self._value is not _PENDING
 
-    def result(self):
+    def result(self) -> Any:
         if self._value is _PENDING:
             raise SyncError(f"the result of {self._describe() or 'this spawned call'} is "
                             f"not known yet: call sync() on it first")

@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
+from types import FunctionType
+from typing import Any
 
 from numba import njit
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
@@ -40,7 +42,7 @@ class CodeCacheLocator(_CacheLocator):
     code (``marshal``'s bytes: the code, its constants and line numbers), so an
     edited cell or script compiles again and an unchanged one loads."""
 
-    def __init__(self, py_func, py_file: str):
+    def __init__(self, py_func: FunctionType, py_file: str) -> None:
         code = py_func.__code__
         self._lineno = code.co_firstlineno
         self._stamp = hashlib.sha256(marshal.dumps(code)).hexdigest()
@@ -61,7 +63,9 @@ class CodeCacheLocator(_CacheLocator):
         return str(self._lineno)
 
     @classmethod
-    def from_function(cls, py_func, py_file):
+    def from_function(cls, py_func: FunctionType, py_file: str) -> CodeCacheLocator | None:
+        """numba asks each locator class for one: None where the folder cannot be
+        made."""
         self = cls(py_func, py_file)
         try:
             self.ensure_cache_path()
@@ -80,7 +84,7 @@ class CodeCache(FunctionCache):
     _impl_class = _CodeCacheImpl
 
 
-def cached_njit(py_func, options: dict):
+def cached_njit(py_func: FunctionType, options: dict[str, Any]) -> Any:
     """``njit(**options)(py_func)`` with the best cache this host allows (see the
     module's docstring)."""
     kernel = njit(**options)(py_func)

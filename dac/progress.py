@@ -18,12 +18,16 @@ import os
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from stealing.roles.scheduler import Scheduler
 
 AFTER_S = 2.0       # a run shorter than this shows no line
 EVERY_S = 0.25      # redraw interval
 
 
-def wanted(option) -> bool:
+def wanted(option: bool | None) -> bool:
     """Whether a run shows the line: ``option`` (True, False or None: automatic)."""
     if option is not None:
         return bool(option)
@@ -39,7 +43,7 @@ def wanted(option) -> bool:
 class Progress:
     """The counts of one run and the thread that shows them."""
 
-    def __init__(self, sched, stream=None):
+    def __init__(self, sched: Scheduler, stream: TextIO | None = None) -> None:
         self.sched = sched
         self.stream = stream or sys.stderr
         self.known = 0          # tasks sent to the tree
@@ -54,7 +58,7 @@ class Progress:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
         if self.shown:

@@ -17,7 +17,9 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Union
 
+from stealing.observe.stats import totals
 from stealing.roles.root import RootScheduler
 from stealing.transport.mpi import MPIBroken, lock
 from stealing.tree.placement import plan_topology, steal_params
@@ -33,9 +35,15 @@ from stealing.tree.topology import (
 from . import execution, progress
 from .driving import drive
 from .errors import DacError, LostProcessError, TaskError
-from .expansion import choose_depth, function_table
+from .expansion import Expansion, choose_depth, function_table
 from .settings import REPORT_VAR, Options, check_cwd, command_line_options, crowding
-from .spawn import as_call
+from .spawn import SpawnFunction, as_call
+
+if TYPE_CHECKING:
+    from stealing.roles.scheduler import Scheduler
+
+    # ``topology=``: None (this machine), a topology file's path, or a Topology
+    TopologyArg = Union[Topology, str, os.PathLike[str], None]
 
 
 @dataclass
@@ -49,11 +57,11 @@ class RunReport:
     idle_s, ...), root first.
     """
 
-    result: object
+    result: Any
     elapsed_s: float
-    stats: dict = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"result": self.result, "elapsed_s": self.elapsed_s, "stats": self.stats}
 
     def json_text(self) -> str:
@@ -70,14 +78,16 @@ class RunReport:
                 f.write(self.json_text())
 
 
-def _json_default(value):
+def _json_default(value: Any) -> Any:
+    """What ``json`` writes for a value it has no type for: a NumPy array as a list,
+    anything else as its repr."""
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         return tolist()
     return repr(value)
 
 
-def _check_grow_host(host) -> None:
+def _check_grow_host(host: object) -> None:
     """A host for ``grow``: this machine or a name that resolves (MPICH ends the
     whole job on a host it cannot reach, so it is checked first)."""
     if not isinstance(host, str) or not host:
@@ -90,7 +100,7 @@ def _check_grow_host(host) -> None:
         raise ValueError(f"grow: host {host!r} does not resolve ({exc})") from None
 
 
-def _resolve_topology(topology, opts: Options) -> Topology:
+def _resolve_topology(topology: TopologyArg, opts: Options) -> Topology:
     """A ``Topology`` from None (this machine, or ``dac run --topology``'s file), a
     path or an object."""
     if topology is None:
@@ -161,16 +171,16 @@ class Runtime:
     running send tasks to the leaves while the root is still finding them.
     """
 
-    def __init__(self, topology=None, **options):
+    def __init__(self, topology: TopologyArg = None, **options: Any) -> None:
         check_cwd()
         self.options = Options.parse(options)
         self.topology = _resolve_topology(topology, self.options)
         self.params = steal_params(self.topology, self.options.steal_overrides())
         self.plan = plan_topology(self.topology, self.params, socket.gethostname())
-        self.scheduler = None
+        self.scheduler: Scheduler | None = None
         # where the next runs write their timeline (an .html path), or None; the
         # option sets it, and it may be changed between runs
-        self.timeline = self.options.timeline
+        self.timeline: str | os.PathLike[str] | None = self.options.timeline
         self.attach_tried = False   # this tree's run looked for a warm tree already
         self.report: RunReport | None = None
         self._spawned_in_run = False
@@ -227,7 +237,7 @@ class Runtime:
         if self.attach_tried:
             return False
         self.attach_tried = True
-        from .attaching import attach
+        from .attaching import attach  # lazy: the warm tree's client; leaves import dac
         sched = attach(self)
         if sched is None:
             return False
@@ -264,7 +274,7 @@ class Runtime:
         again there), then it stops. ``leaves_removed`` counts them."""
         self._change("shrink", leaves, None)
 
-    def _change(self, kind: str, count: int, host) -> None:
+    def _change(self, kind: str, count: int, host: str | None) -> None:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"{kind}: leaves must be an integer >= 1, got {count!r}")
         if host is not None:
@@ -286,16 +296,16 @@ class Runtime:
     def __enter__(self) -> "Runtime":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # running ----------------------------------------------------------------------
-    def run(self, fn, *args, **kwargs):
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` on the tree and return its value; ``fn`` is a
         ``@spawn`` function or a bound ``@spawn`` method (``obj.method``)."""
         return self.run_report(fn, *args, **kwargs).result
 
-    def run_report(self, fn, *args, **kwargs) -> RunReport:
+    def run_report(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> RunReport:
         """Like ``run`` but returns a ``RunReport`` (value, elapsed_s, stats).
 
         Runs from several threads are served one after the other (MPI and the tree
@@ -304,73 +314,23 @@ class Runtime:
         with lock:
             return self._run_report(fn, args, kwargs)
 
-    def _run_report(self, fn, args, kwargs) -> RunReport:
-        fn, args = as_call(fn, args)          # a bound method: its instance goes first
+    def _run_report(self, fn: Callable[..., Any], args: tuple,
+                    kwargs: dict) -> RunReport:
+        sf, args = as_call(fn, args)          # a bound method: its instance goes first
         t0, wall0 = time.perf_counter(), time.time()
-        opts = self.options
-        target = self._task_target()
-        # On a tree already running, tasks go out while the root is still finding them;
-        # a fresh tree is spawned only after the first pass (bad arguments fail first).
-        streamer = None
-        if self.scheduler is None:
-            self._attach()
-        if self.scheduler is not None:
-            self.scheduler.job_timeline = self.timeline is not None
-            self.scheduler.begin_job()
-            streamer = _Streamer(self.scheduler, target, opts.depth is not None)
-        try:
-            exp = choose_depth(fn, args, kwargs, target, opts.depth, streamer)
-            if streamer is not None:
-                streamer.check()
-        except BaseException as exc:
-            sched = self.scheduler
-            if streamer is not None and streamer.started:
-                self.close()
-            err = _translate(exc, None, sched)
-            raise err.with_traceback(None) from _cause(err)
+        exp, streamer = self._first_pass(sf, args, kwargs)
         done, value = exp.first
         passes = 1
-        stats_list = []
+        stats_list: list[dict] = []
         startup = 0.0
         if not done:
-            fresh = self.scheduler is None
-            self._start()
-            sched = self.scheduler
-            try:
-                if fresh:
-                    sched.job_timeline = self.timeline is not None
-                    sched.begin_job()
-                streamed = streamer is not None and streamer.exp is exp \
-                    and streamer.started
-                if streamed:
-                    streamer.flush()
-                    streamer.check()
-                helps = opts.helps()
-                if progress.wanted(opts.progress):
-                    with progress.Progress(sched) as shown:
-                        value, passes = drive(sched, exp, fn, args, kwargs, helps,
-                                              streamed, shown)
-                else:
-                    value, passes = drive(sched, exp, fn, args, kwargs, helps, streamed)
-                stats_list = sched.end_job()
-                if sched.job_id == 1:
-                    startup = sched.startup_s or 0.0
-            except BaseException as exc:
-                self.close()            # every process of the tree ends first
-                err = _translate(exc, exp, sched)
-                raise err.with_traceback(None) from _cause(err)
+            value, passes, stats_list, startup = self._solve(sf, args, kwargs, exp,
+                                                             streamer)
         elapsed = time.perf_counter() - t0
         if self.timeline is not None and stats_list:
-            from . import timeline_page as timeline
-            path = os.path.abspath(os.fspath(self.timeline))
-            title = _call_title(fn, args)
-            timeline.write(path, timeline.build(stats_list, wall0, time.time(),
-                                                title=title))
-            print(f"dac: timeline of {title} written to {path}", file=sys.stderr,
-                  flush=True)
+            self._write_timeline(self.timeline, stats_list, wall0, _call_title(sf, args))
         for record in stats_list:
             record.pop("timeline", None)
-        from stealing.observe.stats import totals
         stats = totals(stats_list, startup)
         stats["passes"] = passes
         stats["depth"] = exp.max_task_depth
@@ -379,6 +339,80 @@ class Runtime:
         self.report.hand_over()
         return self.report
 
+    def _first_pass(self, sf: SpawnFunction, args: tuple,
+                    kwargs: dict) -> tuple[Expansion, _Streamer | None]:
+        """The first pass over the top of the recursion, and the streamer that sent
+        its tasks, if any. On a tree already running, tasks go out while the root is
+        still finding them; a fresh tree is spawned only after the first pass (bad
+        arguments fail first)."""
+        target = self._task_target()
+        streamer = None
+        if self.scheduler is None:
+            self._attach()
+        if self.scheduler is not None:
+            self.scheduler.job_timeline = self.timeline is not None
+            self.scheduler.begin_job()
+            streamer = _Streamer(self.scheduler, target, self.options.depth is not None)
+        try:
+            exp = choose_depth(sf, args, kwargs, target, self.options.depth, streamer)
+            if streamer is not None:
+                streamer.check()
+        except BaseException as exc:
+            sched = self.scheduler
+            if streamer is not None and streamer.started:
+                self.close()
+            err = _translate(exc, None, sched)
+            raise err.with_traceback(None) from _cause(err)
+        return exp, streamer
+
+    def _solve(self, sf: SpawnFunction, args: tuple, kwargs: dict, exp: Expansion,
+               streamer: _Streamer | None) -> tuple[Any, int, list[dict], float]:
+        """Solve on the tree (started now if it is not running) the job whose first
+        pass is ``exp``: ``(value, passes, the processes' statistics, start-up s)``.
+        A failure ends every process of the tree before the error is raised."""
+        fresh = self.scheduler is None
+        self._start()
+        sched = self.scheduler
+        assert sched is not None                # _start spawned or attached one
+        try:
+            if fresh:
+                sched.job_timeline = self.timeline is not None
+                sched.begin_job()
+            streamed = False
+            if streamer is not None and streamer.exp is exp and streamer.started:
+                streamed = True
+                streamer.flush()
+                streamer.check()
+            value, passes = self._drive(sched, sf, args, kwargs, exp, streamed)
+            stats_list = sched.end_job()
+            startup = 0.0
+            if sched.job_id == 1:
+                startup = sched.startup_s or 0.0
+        except BaseException as exc:
+            self.close()            # every process of the tree ends first
+            err = _translate(exc, exp, sched)
+            raise err.with_traceback(None) from _cause(err)
+        return value, passes, stats_list, startup
+
+    def _drive(self, sched: Scheduler, sf: SpawnFunction, args: tuple, kwargs: dict,
+               exp: Expansion, streamed: bool) -> tuple[Any, int]:
+        """``drive`` the job, with the live progress line when it is wanted."""
+        helps = self.options.helps()
+        if progress.wanted(self.options.progress):
+            with progress.Progress(sched) as shown:
+                return drive(sched, exp, sf, args, kwargs, helps, streamed, shown)
+        return drive(sched, exp, sf, args, kwargs, helps, streamed)
+
+    @staticmethod
+    def _write_timeline(where: str | os.PathLike[str], stats_list: list[dict],
+                        wall0: float, title: str) -> None:
+        """Write the run's timeline to ``where`` (a page or an image), and say so."""
+        from . import timeline_page as timeline  # lazy: only a run that asks for one
+        path = os.path.abspath(os.fspath(where))
+        timeline.write(path, timeline.build(stats_list, wall0, time.time(), title=title))
+        print(f"dac: timeline of {title} written to {path}", file=sys.stderr,
+              flush=True)
+
     def _task_target(self) -> int:
         """Tasks the automatic depth aims for: twice what the root hands out at the
         start (so its pool can answer steals), and at least 16 per leaf."""
@@ -386,17 +420,18 @@ class Runtime:
         return max(16 * len(self.plan.leaves()), int(2 * first))
 
 
-def _call_title(fn, args) -> str:
+def _call_title(fn: SpawnFunction, args: tuple) -> str:
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", "run"))
     shown = ", ".join(repr(a) for a in args)
     return f"{name}({shown[:60]})"
 
 
-def _translate(exc, exp, sched):
+def _translate(exc: BaseException, exp: Expansion | None,
+               sched: Scheduler | None) -> BaseException:
     """The error to raise for ``exc``: a lost process names the task it ran (the
     scheduler knows the task's id, the expansion its call); a warm tree that went
     away is a ``DacError``."""
-    from stealing.warm.folder import TreeGone
+    from stealing.warm.folder import TreeGone  # lazy: as .attaching (see _attach)
     if isinstance(exc, TreeGone):
         return DacError(f"the warm tree {exc}")
     lost = getattr(sched, "lost", None)
@@ -411,7 +446,7 @@ def _translate(exc, exp, sched):
     return exc
 
 
-def _cause(err):
+def _cause(err: BaseException) -> BaseException | None:
     """What ``err`` is raised from: a task's own exception when it travelled (as
     ``concurrent.futures`` shows it), nothing of dac's internals otherwise (a
     ``ProcessError`` shows its cause once, in its own text: ``exception`` has it)."""
@@ -423,13 +458,15 @@ class _Streamer:
     is sure to be kept (see ``choose_depth``). Errors are held until the pass ends: they
     must not surface inside the user's frames."""
 
-    def __init__(self, sched, target: int, fixed: bool):
+    def __init__(self, sched: Scheduler, target: int, fixed: bool) -> None:
         self.sched, self.target, self.fixed = sched, target, fixed
-        self.exp = None
+        self.exp: Expansion | None = None
+        self.sent = 0               # tasks of ``exp`` sent
+        self.chunk = 16             # how many more make the next chunk
         self.started = False
-        self.error = None
+        self.error: BaseException | None = None
 
-    def __call__(self, exp) -> None:
+    def __call__(self, exp: Expansion) -> None:
         if self.error is not None:
             return
         if exp is not self.exp:              # a new pass (a deeper trial)
@@ -445,6 +482,9 @@ class _Streamer:
             self.chunk = min(self.chunk * 2, 1024)
 
     def flush(self) -> None:
+        """Send the pass's tasks found since the last chunk (an error is kept for
+        ``check``)."""
+        assert self.exp is not None         # called once a pass found tasks
         tasks = self.exp.new_tasks[self.sent:]
         self.sent = len(self.exp.new_tasks)
         if not tasks or self.error is not None:
@@ -456,11 +496,13 @@ class _Streamer:
             self.error = exc
 
     def check(self) -> None:
+        """Raise the error a ``flush`` met, once the pass is over."""
         if self.error is not None:
             raise self.error
 
 
-def run(fn, *args, topology=None, **options):
+def run(fn: Callable[..., Any], *args: Any, topology: TopologyArg = None,
+        **options: Any) -> Any:
     """Run ``fn(*args)`` on a fresh process tree and return its value.
 
     Each fresh tree leaves ~0.1 MB per process the root spawned in MPICH and UCX (see
@@ -468,7 +510,8 @@ def run(fn, *args, topology=None, **options):
     return run_report(fn, *args, topology=topology, **options).result
 
 
-def run_report(fn, *args, topology=None, **options) -> RunReport:
+def run_report(fn: Callable[..., Any], *args: Any, topology: TopologyArg = None,
+               **options: Any) -> RunReport:
     """Run ``fn(*args)`` on a fresh process tree; returns value, time and statistics."""
     rt = Runtime(topology, **options)
     try:

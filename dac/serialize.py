@@ -15,6 +15,7 @@ own ``Box``, untouched (cloudpickle would overwrite the root's class with the co
 
 from __future__ import annotations
 
+import importlib
 import io
 import linecache
 import marshal
@@ -22,14 +23,21 @@ import pickle
 import sys
 import threading
 from types import CodeType, FunctionType
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Tuple
 
 from .errors import SerializationError
+
+if TYPE_CHECKING:
+    from .spawn import SpawnFunction
+
+    # what ``pickle``'s reducer protocol gives back: (callable, its arguments)
+    Reduced = Tuple[Callable[..., Any], tuple]
 
 PROTOCOL = pickle.HIGHEST_PROTOCOL
 SCRIPT_PREFIX = "__main__:"     # function-table key of a script object: __main__:NAME#id
 
 
-def dumps(obj, what) -> bytes:
+def dumps(obj: Any, what: object) -> bytes:
     """Pickle ``obj``; ``what`` (a string, or an object whose str() is one) names it in
     the error."""
     try:
@@ -45,12 +53,12 @@ class _ScriptNoter(pickle.Pickler):
     reference (``reducer_override`` is not called for ints, floats, strings, bytes,
     tuples, lists, dicts and sets). Reused: one per thread, see ``dumps_payload``."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.buf = io.BytesIO()
         super().__init__(self.buf, PROTOCOL)
-        self.script = None
+        self.script: dict[str, Any] | None = None
 
-    def reducer_override(self, obj):
+    def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, (type, FunctionType)) and obj.__module__ == "__main__":
             top = obj.__qualname__.partition(".")[0]
             value = getattr(sys.modules["__main__"], top, None)
@@ -60,7 +68,7 @@ class _ScriptNoter(pickle.Pickler):
                 self.script[top] = value
         return NotImplemented
 
-    def pickle(self, obj) -> tuple:
+    def pickle(self, obj: Any) -> tuple[bytes, dict[str, Any] | None]:
         self.script = None
         self.dump(obj)
         buf = self.buf
@@ -75,7 +83,7 @@ _spare = threading.local()      # one reusable pickler per thread (a new one cos
 _SCALARS = frozenset((int, float, complex, str, bytes, bool, type(None)))
 
 
-def _plain(values) -> bool:
+def _plain(values: Iterable[Any]) -> bool:
     """True when ``values`` cannot name anything of the script: scalars and NumPy
     arrays without Python objects (the common arguments, pickled at full speed)."""
     for v in values:
@@ -86,7 +94,8 @@ def _plain(values) -> bool:
     return True
 
 
-def dumps_payload(obj, what, values=(), scalars=False) -> tuple:
+def dumps_payload(obj: Any, what: object, values: Iterable[Any] = (),
+                  scalars: bool = False) -> tuple[bytes, dict[str, Any] | None]:
     """``(bytes, {name: object} or None)``: ``obj`` pickled as ``dumps`` does, and the
     script's top-level classes and functions the bytes refer to by name (see the
     module's docstring). ``values`` are the task's arguments; ``scalars`` says the
@@ -105,20 +114,20 @@ def dumps_payload(obj, what, values=(), scalars=False) -> tuple:
     return blob, script
 
 
-def script_key(name: str, obj) -> str:
+def script_key(name: str, obj: object) -> str:
     """The function-table key of the script object ``name`` (a redefinition, e.g. in a
     notebook, gets a new key, so it is sent again)."""
     return f"{SCRIPT_PREFIX}{name}#{id(obj)}"
 
 
-def script_entry(name: str, obj) -> bytes:
+def script_entry(name: str, obj: object) -> bytes:
     """A class or function of the script, by value, for the leaves' ``__main__``."""
     return _by_value(obj, lambda: f"{name}, a {type(obj).__name__} of the script that "
                                   f"task arguments refer to, cannot be pickled to send "
                                   f"it to the leaves")
 
 
-def dumps_function(sf) -> bytes:
+def dumps_function(sf: SpawnFunction) -> bytes:
     """A ``SpawnFunction`` with its options, by value when it lives in a script.
 
     numba functions need care: numba pickles a compiled function by value and the copy
@@ -132,7 +141,7 @@ def dumps_function(sf) -> bytes:
                                  f"pickled to send it to the leaves")
 
 
-def _by_value(obj, failure, source: bool = True) -> bytes:
+def _by_value(obj: Any, failure: Callable[[], str], source: bool = True) -> bytes:
     """``obj`` pickled by ``script_pickler`` (see ``_make_script_pickler``); if it
     cannot be, a ``SerializationError`` starting with ``failure()`` (a message is
     made only then: naming a call formats its arguments)."""
@@ -144,10 +153,10 @@ def _by_value(obj, failure, source: bool = True) -> bytes:
     return buf.getvalue()
 
 
-def _make_script_pickler():
+def _make_script_pickler() -> Callable[[IO[bytes], bool], pickle.Pickler]:
     """The pickler class of ``script_pickler``, made on first use: the root imports
     cloudpickle only when something must travel by value."""
-    import cloudpickle
+    import cloudpickle  # lazy: ~50 ms; only what travels by value needs it
 
     class ScriptPickler(cloudpickle.Pickler):
         """cloudpickle, with two things kept that it would lose.
@@ -162,11 +171,11 @@ def _make_script_pickler():
           leaf with a cache (``_reduce_numba``).
         """
 
-        def __init__(self, file, source: bool = True):
+        def __init__(self, file: IO[bytes], source: bool = True) -> None:
             super().__init__(file, protocol=PROTOCOL)
             self.source = source
 
-        def reducer_override(self, obj):
+        def reducer_override(self, obj: Any) -> Any:
             if type(obj) is CodeType:
                 return _reduce_code(obj, self.source)
             reduced = _reduce_numba(obj)
@@ -177,10 +186,11 @@ def _make_script_pickler():
     return ScriptPickler
 
 
-_pickler_class: list = []   # [the class script_pickler makes instances of], once made
+# [the class script_pickler makes instances of], once made
+_pickler_class: list[Callable[[IO[bytes], bool], pickle.Pickler]] = []
 
 
-def script_pickler(file, source: bool = True):
+def script_pickler(file: IO[bytes], source: bool = True) -> pickle.Pickler:
     """A cloudpickle pickler writing to ``file`` that keeps code objects' file names
     and numba kernels' caches (see ``_make_script_pickler``)."""
     if not _pickler_class:
@@ -188,7 +198,7 @@ def script_pickler(file, source: bool = True):
     return _pickler_class[0](file, source)
 
 
-def _reduce_code(code: CodeType, source: bool):
+def _reduce_code(code: CodeType, source: bool) -> Reduced:
     """A code object as ``marshal`` writes it (everything kept: file name, line
     table, nested code), with its file's lines when ``source``."""
     lines = None
@@ -197,7 +207,7 @@ def _reduce_code(code: CodeType, source: bool):
     return _load_code, (marshal.dumps(code), code.co_filename, lines)
 
 
-def _load_code(data: bytes, filename: str, lines):
+def _load_code(data: bytes, filename: str, lines: list[str] | None) -> CodeType:
     """The code object back; its file's lines, when they came, go into ``linecache``
     under the file's name (a traceback shows them; an entry with no modification
     time is one ``linecache.checkcache`` keeps)."""
@@ -209,7 +219,7 @@ def _load_code(data: bytes, filename: str, lines):
 loads = pickle.loads
 
 
-def _reduce_numba(obj):
+def _reduce_numba(obj: Any) -> Reduced | None:
     """How to pickle a numba dispatcher so the leaf keeps numba's cache, or None."""
     cls = type(obj)
     if not cls.__module__.startswith("numba.") or not hasattr(obj, "py_func"):
@@ -226,13 +236,13 @@ def _reduce_numba(obj):
     return (_cached_njit, (py_func, options))
 
 
-def _import_attr(module: str, name: str):
-    import importlib
+def _import_attr(module: str, name: str) -> Any:
+    """``module.name``, imported (a numba kernel of an importable module)."""
     return getattr(importlib.import_module(module), name)
 
 
-def _cached_njit(py_func, options):
+def _cached_njit(py_func: FunctionType, options: dict[str, Any]) -> Any:
     """A script's ``@njit(cache=True)`` kernel, compiled here with a cache (imports
     numba: only a leaf that runs such a kernel pays for it)."""
-    from .kernels import cached_njit
+    from .kernels import cached_njit  # lazy: imports numba (0.3-1 s)
     return cached_njit(py_func, options)

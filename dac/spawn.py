@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import itertools
 from types import MethodType
+from typing import TYPE_CHECKING, Any, Callable, Union, overload
 
 from . import context
 from .context import SerialContext
@@ -14,6 +16,13 @@ from .errors import SerializationError, exception_text
 from .future import _PENDING, Future
 from .serialize import dumps
 from .stealable import Entry, StealableContext, _new_entry
+
+if TYPE_CHECKING:
+    # ``leaf=`` and ``gpu_batch=``: a function, or "module:function" imported when
+    # first needed
+    Loadable = Union[Callable[..., Any], str]
+    # what @spawn decorates: a function, or a static or class method (@spawn above it)
+    Decorated = Union[Callable[..., Any], staticmethod, classmethod]
 
 _keys = itertools.count()
 
@@ -41,7 +50,13 @@ class SpawnFunction:
     below ``@spawn``.
     """
 
-    def __init__(self, fn, depth=None, cutoff=None, leaf=None, gpu_batch=None):
+    # set by functools.update_wrapper from the decorated function
+    __name__: str
+    __qualname__: str
+
+    def __init__(self, fn: Decorated,
+                 depth: int | None = None, cutoff: Callable[..., Any] | None = None,
+                 leaf: Loadable | None = None, gpu_batch: Loadable | None = None) -> None:
         binds = "instance"
         if isinstance(fn, (staticmethod, classmethod)):    # @spawn above them
             binds = "nothing" if isinstance(fn, staticmethod) else "class"
@@ -60,34 +75,36 @@ class SpawnFunction:
                                 f"'module:function' string, got {value!r}")
         if depth is not None and cutoff is not None:
             raise ValueError("@spawn takes depth= or cutoff=, not both")
-        self.fn = fn
+        self.fn: Callable[..., Any] = fn
         self.binds = binds         # what obj.m passes first: the instance, class, nothing
         self.depth = depth
         self.cutoff = cutoff
-        self._leaf = leaf
-        self._gpu_batch = gpu_batch
+        self._leaf: Loadable | None = leaf
+        self._gpu_batch: Loadable | None = gpu_batch
         # the user chose the grain: in a leaf, calls stay plain calls (dac.stealable)
         self.grain_fixed = cutoff is not None or leaf is not None
         self.key = f"{getattr(fn, '__qualname__', 'fn')}#{next(_keys)}"
         functools.update_wrapper(self, fn)
 
     @property
-    def leaf(self):
-        if isinstance(self._leaf, str):
-            self._leaf = _resolve(self._leaf, "leaf")
-        return self._leaf
+    def leaf(self) -> Callable[..., Any] | None:
+        value = self._leaf
+        if isinstance(value, str):
+            value = self._leaf = _resolve(value, "leaf")
+        return value
 
     @property
-    def gpu_batch(self):
-        if isinstance(self._gpu_batch, str):
-            self._gpu_batch = _resolve(self._gpu_batch, "gpu_batch")
-        return self._gpu_batch
+    def gpu_batch(self) -> Callable[..., Any] | None:
+        value = self._gpu_batch
+        if isinstance(value, str):
+            value = self._gpu_batch = _resolve(value, "gpu_batch")
+        return value
 
     def leaf_loaded(self) -> bool:
         """True unless the leaf function is a reference not imported yet."""
         return not isinstance(self._leaf, str)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # The hot path, and one frame per level of the user's recursion in a serial
         # context: SerialContext.call is inlined here (see context.SERIAL_FRAMES).
         ctx = _context.current
@@ -118,7 +135,8 @@ class SpawnFunction:
             return context.run_serially(self, args, kwargs)
         return ctx.call(self, args, kwargs)
 
-    def __get__(self, obj, owner=None):
+    def __get__(self, obj: object,
+                owner: type | None = None) -> SpawnFunction | MethodType:
         """``obj.m``: a bound method passing ``obj`` first, as for a plain function in
         a class, and ``Class.m`` the spawn function itself; a class method passes the
         class first, a static method nothing."""
@@ -128,7 +146,7 @@ class SpawnFunction:
             return MethodType(self, owner if owner is not None else type(obj))
         return self
 
-    def describe(self, args, kwargs) -> str:
+    def describe(self, args: tuple, kwargs: dict) -> str:
         """``name(arg, ...)`` for messages, arguments shortened."""
         parts = [short_repr(a) for a in args] + \
             [f"{k}={short_repr(v)}" for k, v in kwargs.items()]
@@ -138,7 +156,7 @@ class SpawnFunction:
         return f"<spawn function {self.__qualname__}>"
 
 
-def _refuse_lazy(fn) -> None:
+def _refuse_lazy(fn: Callable[..., Any]) -> None:
     """Refuse generator and async functions: a call returns a generator or a coroutine
     at once, before the body has run, and dac would take that as the value (a
     coroutine never awaited, a generator that cannot travel)."""
@@ -158,7 +176,7 @@ def _refuse_lazy(fn) -> None:
                     f"dac needs a plain function that returns its value ({fix})")
 
 
-def as_call(fn, args: tuple):
+def as_call(fn: Callable[..., Any], args: tuple) -> tuple[SpawnFunction, tuple]:
     """``(SpawnFunction, args)`` for the function given to ``run``: a bound ``@spawn``
     method becomes its function with the instance (or class) as first argument.
 
@@ -170,6 +188,7 @@ def as_call(fn, args: tuple):
         try:
             dumps(bound, "it")
         except SerializationError as exc:
+            assert exc.__cause__ is not None        # dumps raises it from pickle's error
             raise SerializationError(
                 f"{sf.__qualname__} is bound to {short_repr(bound)}, which goes to the "
                 f"leaves as the method's first argument with every task, and it cannot "
@@ -182,16 +201,15 @@ def as_call(fn, args: tuple):
     return fn, args
 
 
-def _is_reference(value) -> bool:
+def _is_reference(value: object) -> bool:
     return isinstance(value, str) and value.count(":") == 1 and all(value.split(":"))
 
 
-def _resolve(reference: str, what: str):
+def _resolve(reference: str, what: str) -> Any:
     """Import ``"module:function"``."""
-    import importlib
     module, _, name = reference.partition(":")
     try:
-        obj = importlib.import_module(module)
+        obj: Any = importlib.import_module(module)
         for part in name.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
@@ -200,7 +218,7 @@ def _resolve(reference: str, what: str):
     return obj
 
 
-def short_repr(value, limit: int = 40) -> str:
+def short_repr(value: object, limit: int = 40) -> str:
     """``repr(value)`` cut to ``limit`` characters, for messages naming a call.
 
     A failing ``repr`` gives a placeholder with its reason, not cut: the message is
@@ -213,7 +231,23 @@ def short_repr(value, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def spawn(fn=None, *, depth=None, cutoff=None, leaf=None, gpu_batch=None):
+@overload
+def spawn(fn: Decorated, *, depth: int | None = None,
+          cutoff: Callable[..., Any] | None = None, leaf: Loadable | None = None,
+          gpu_batch: Loadable | None = None) -> SpawnFunction: ...
+
+
+@overload
+def spawn(fn: None = None, *, depth: int | None = None,
+          cutoff: Callable[..., Any] | None = None, leaf: Loadable | None = None,
+          gpu_batch: Loadable | None = None
+          ) -> Callable[[Decorated], SpawnFunction]: ...
+
+
+def spawn(fn: Decorated | None = None, *, depth: int | None = None,
+          cutoff: Callable[..., Any] | None = None, leaf: Loadable | None = None,
+          gpu_batch: Loadable | None = None
+          ) -> SpawnFunction | Callable[[Decorated], SpawnFunction]:
     """Decorate a recursive function so its calls become tasks.
 
     Use as ``@spawn`` or ``@spawn(depth=4)``, ``@spawn(cutoff=lambda n: n < 25)``,

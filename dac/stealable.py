@@ -40,13 +40,23 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
+from collections.abc import Sequence
 from time import perf_counter as _clock  # read before every entry's run
+from typing import TYPE_CHECKING, Any
 
 from . import context, task_call
 from .errors import Lazy, SerializationError, SyncError, safe_repr
 from .future import _PENDING, Future
 from .serialize import dumps_function, loads
 from .task_call import TaskCall
+
+if TYPE_CHECKING:
+    from stealing.roles.executor import Worker
+    from stealing.tree.tasks import Result, SplitId, Task
+
+    from .errors import SpawnCall
+
+    from .spawn import SpawnFunction
 
 KEEP = 2            # entries the deque keeps on a leaf alone (see the docstring)
 POLL_S = 2e-3       # how often a running task lets its worker read messages (a probe costs ~10-60 µs)
@@ -64,6 +74,9 @@ class Entry(Future):
     nesting level of the call that spawned it (for ``sync()``)."""
 
     __slots__ = ("seq", "level")
+    seq: int
+    level: int
+    _call: SpawnCall                # always the call (a plain Future may hold its text)
 
 
 _new_entry = object.__new__
@@ -72,22 +85,22 @@ _new_entry = object.__new__
 class StealableContext:
     """The ``@spawn`` context of tasks on one leaf (one per leaf process)."""
 
-    def __init__(self, worker, keep: int = KEEP):
+    def __init__(self, worker: Worker, keep: int = KEEP) -> None:
         self.worker = worker
         self.keep = keep
-        self.deque: deque = deque()
+        self.deque: deque[Entry] = deque()
         self.seq = 0                    # the number of the next entry
         self.base = 0                   # the first number of the running scope
-        self.stolen: dict = {}          # number -> Entry taken by a thief
+        self.stolen: dict[int, Entry] = {}   # number -> Entry taken by a thief
         self.stolen_top = -1            # the newest seq of those, -1: none
         self.next_number = 0
         self.owed = 0                   # tasks a thief asked for while nothing was here
         self.depth = 0                  # recursion depth of the running task's root
         self.level = 0                  # calls under way on this stack (see sync_all)
-        self.table: dict = {}           # the job's {key: SpawnFunction}
-        self.keys: dict = {}            # id(SpawnFunction) -> key, for split payloads
-        self.functions: dict = {}       # function bytes -> SpawnFunction (split work)
-        self.blobs: dict = {}           # id(SpawnFunction) -> its bytes (not in table)
+        self.table: dict[str, SpawnFunction] = {}   # the job's {key: SpawnFunction}
+        self.keys: dict[int, str] = {}    # id(SpawnFunction) -> key, for split payloads
+        self.functions: dict[bytes, SpawnFunction] = {}   # bytes -> SpawnFunction
+        self.blobs: dict[int, bytes] = {}  # id(SpawnFunction) -> its bytes (not in table)
         self.countdown = 1              # spawns until the next poll ...
         self.interval = 1               # ... and between two polls, sized by the clock
         self.last_poll = time.perf_counter()
@@ -106,7 +119,9 @@ class StealableContext:
         self.direct = self.eager and not self.owed
 
     # the spawn path (SpawnFunction.__call__ makes plain calls itself) -------------
-    def call(self, sf, args, kwargs) -> Future:
+    def call(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Future:
+        """A ``@spawn`` call that ``SpawnFunction.__call__`` could not settle itself:
+        a plain call, or an entry on the deque."""
         if self.countdown <= 0:
             self._poll()
         if self.full or sf.grain_fixed:
@@ -128,7 +143,8 @@ class StealableContext:
             self.full = len(self.deque) >= self.keep and not self.owed
         return entry
 
-    def sync(self, futures):
+    def sync(self, futures: Sequence[Any]) -> Any:
+        """``sync(f, ...)``: run or wait for each future, newest entries first."""
         for f in futures:
             if not isinstance(f, Future):
                 raise SyncError(f"sync() takes futures returned by @spawn functions, "
@@ -143,7 +159,7 @@ class StealableContext:
             return futures[0]._value
         return tuple(f._value for f in futures)
 
-    def sync_all(self):
+    def sync_all(self) -> None:
         """``sync()``: wait for the entries the calling function made. Its entries on
         the deque and any above them (left by calls it made that returned without
         syncing) run here; then it waits for those that thieves took."""
@@ -219,7 +235,8 @@ class StealableContext:
         self._update()
 
     # a task --------------------------------------------------------------------
-    def run_task(self, sf, args, kwargs, depth: int, use_leaf: bool):
+    def run_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,
+                 use_leaf: bool) -> Any:
         """Run one task (a task of the root, or an entry split off elsewhere) as the
         root scope of this leaf's stack; nested tasks (run while a ``sync`` waits)
         stack their scopes on it."""
@@ -296,12 +313,12 @@ class StealableContext:
         d.extendleft(reversed(keep))
         return out
 
-    def _as_task(self, entry: Entry):
+    def _as_task(self, entry: Entry) -> Task | None:
         """``((path, number), payload)`` for a thief, or None if it cannot be pickled."""
         sf, args, kwargs = entry._call
         key = self._key(sf)
         number = self.next_number
-        tid = (self.worker.path, number)
+        tid: SplitId = (self.worker.path, number)
         try:
             blob = None
             if key is None:
@@ -318,7 +335,7 @@ class StealableContext:
             self.stolen_top = entry.seq
         return tid, payload
 
-    def _key(self, sf):
+    def _key(self, sf: SpawnFunction) -> str | None:
         """The job table's key of ``sf`` (every leaf has the table), or None when
         ``sf`` is not in it (a function only other @spawn functions call): then the
         function travels with the task."""
@@ -326,19 +343,22 @@ class StealableContext:
             self.keys = {id(v): k for k, v in self.table.items()}
         return self.keys.get(id(sf))
 
-    def function(self, call: TaskCall) -> object:
+    def function(self, call: TaskCall) -> SpawnFunction:
         """The SpawnFunction a task names: a key of the table, or its bytes (unpickled
         once per leaf)."""
         if call.key is not None:
             return self.table[call.key]
         blob = call.function
+        assert blob is not None             # a call without a key carries its function
         sf = self.functions.get(blob)
         if sf is None:
             sf = self.functions[blob] = loads(blob)
         return sf
 
-    def deliver(self, results: list) -> None:
+    def deliver(self, results: list[Result]) -> None:
+        """Results of entries thieves took: their futures are done now."""
         for tid, blob in results:
+            assert type(tid) is tuple       # a split id: (this leaf's path, number)
             entry = self.stolen.pop(tid[1], None)
             if entry is None:       # its task failed meanwhile (``_forget``)
                 continue

@@ -10,11 +10,14 @@ leaf unpickles thousands a second.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stealing.tree.tasks import TaskId
 
 from .serialize import dumps, dumps_payload, loads
+
+if TYPE_CHECKING:
+    from .spawn import SpawnFunction
 
 
 class TaskCall(NamedTuple):
@@ -34,14 +37,18 @@ class TaskCall(NamedTuple):
             return (self.tid, self.key, self.depth, self.args, self.kwargs)
         return (self.tid, None, self.depth, self.args, self.kwargs, self.function)
 
-    def spawn_function(self, table: dict) -> Any:
+    def spawn_function(self, table: dict[str, SpawnFunction]) -> SpawnFunction:
         """The ``SpawnFunction`` to call: from the job's table, or unpickled."""
-        return table[self.key] if self.key is not None else loads(self.function)
+        if self.key is not None:
+            return table[self.key]
+        assert self.function is not None    # a call without a key carries its function
+        return loads(self.function)
 
     def name(self) -> str:
         """The function's name, for messages (its key without the redefinition tag)."""
         if self.key is not None:
             return self.key.split('#')[0]
+        assert self.function is not None    # a call without a key carries its function
         return str(loads(self.function).__qualname__)
 
 
@@ -55,7 +62,8 @@ def write(call: TaskCall, what: Any) -> bytes:
     return dumps(call.wire(), what)
 
 
-def write_noting(call: TaskCall, what: Any, scalars: bool) -> tuple:
+def write_noting(call: TaskCall, what: Any,
+                 scalars: bool) -> tuple[bytes, dict[str, Any] | None]:
     """``(payload, {name: script object} or None)``: as ``write``, also naming the
     objects of the user's script the arguments refer to (``dumps_payload``)."""
     values = (*call.args, *call.kwargs.values()) if call.kwargs else call.args

@@ -15,6 +15,8 @@ from __future__ import annotations
 import html
 import json
 
+from .errors import DacError
+
 KINDS = ("busy", "idle", "starting")
 MARKS = ("local", "split", "remote", "failed", "remote-failed")
 # the steal counts the page shows, named and ordered as ``stealing.observe.stats.format_stats``
@@ -77,12 +79,11 @@ def write_png(path: str, data: dict) -> None:
     a well-kept plotting library that writes PNG without a display; imported only
     here)."""
     try:
-        import matplotlib
+        import matplotlib  # lazy: ~0.3 s, the plot extra; only a .png timeline needs it
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
+        import matplotlib.pyplot as plt  # lazy: as matplotlib, after choosing Agg
+        from matplotlib.patches import Patch  # lazy: as matplotlib
     except ImportError:
-        from .errors import DacError
         raise DacError(f"a PNG timeline ({path}) needs matplotlib: pip install "
                        f"matplotlib, or ask for an .html page") from None
     lanes, t0 = data["lanes"], data["started"]

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 from stealing.host.procs import alive, start_time
 from stealing.warm import folder as W
@@ -33,18 +35,19 @@ from stealing.warm.folder import TreeGone
 
 from .attaching import find, read_tree
 from .errors import DacError
+from .runtime import Runtime
 
 PRELOAD = ("dac.execution", "numpy", "numba")    # what dac up's leaves import at once
 UP_WAIT_S = 300.0       # how long ``dac up`` waits for every leaf to be ready
 
 
 # dac up / status / down ----------------------------------------------------------
-def up(topology=None, wait_s: float = UP_WAIT_S, **options) -> dict:
+def up(topology: str | os.PathLike[str] | None = None, wait_s: float = UP_WAIT_S,
+       **options: Any) -> dict[str, Any]:
     """Start a warm tree in the background and return its status once every leaf is
     ready. ``topology`` and ``options`` are ``Runtime``'s; ``preload`` defaults to
     ``PRELOAD`` (a warm leaf should not import numba at the first task). One at a
     time: the tree folder's lock is taken first, and the server keeps it."""
-    from .runtime import Runtime
     options.setdefault("preload", list(PRELOAD))
     Runtime(topology, **options)                    # bad options fail here, not later
     folder = read_tree(W.make_tree_dir)
@@ -67,8 +70,10 @@ def up(topology=None, wait_s: float = UP_WAIT_S, **options) -> dict:
         os.close(lock)                      # the server holds its own copy
 
 
-def _start_server(folder: str, lock: int, topology, options: dict,
-                  wait_s: float) -> dict:
+def _start_server(folder: str, lock: int, topology: str | os.PathLike[str] | None,
+                  options: dict[str, Any], wait_s: float) -> dict[str, Any]:
+    """Start ``python -m dac.warm_tree`` in the background (its output to the tree
+    folder's log) and wait until it has written the tree file."""
     log = os.path.join(folder, W.LOG_FILE)
     spec = json.dumps({"topology": _topology_arg(topology), "options": options,
                        "lock_fd": lock})
@@ -94,7 +99,7 @@ def _start_server(folder: str, lock: int, topology, options: dict,
                    f"see {log}")
 
 
-def status() -> dict | None:
+def status() -> dict[str, Any] | None:
     """The warm tree's state (processes, uptime, runs served, ...), or None."""
     info = find()
     if info is None:
@@ -105,7 +110,7 @@ def status() -> dict | None:
         return dict(info, answering=False)
 
 
-def resize(kind: str, count: int, host: str | None = None) -> dict | None:
+def resize(kind: str, count: int, host: str | None = None) -> dict[str, Any] | None:
     """``dac grow`` / ``dac shrink``: add ``count`` leaves to the warm tree (on
     ``host``), or let ``count`` go; returns its status after, or None when no tree is
     up. A job under way takes the new leaves at once. A shrink the tree cannot do is
@@ -122,7 +127,7 @@ def resize(kind: str, count: int, host: str | None = None) -> dict | None:
     return reply.info
 
 
-def down(timeout: float = 30.0) -> dict | None:
+def down(timeout: float = 30.0) -> dict[str, Any] | None:
     """Stop the warm tree and everything it spawned; returns its last status (with
     ``"stale"`` or ``"damaged"`` when only a file was left to clear), or None when no
     tree was up. A server that does not answer gets SIGTERM, then SIGKILL; a signal
@@ -153,10 +158,9 @@ def down(timeout: float = 30.0) -> dict | None:
     return last or info
 
 
-def _stop_server(pid: int, started, timeout: float) -> None:
+def _stop_server(pid: int, started: int | None, timeout: float) -> None:
     """Wait for the server ``pid`` to end; then SIGTERM, then SIGKILL it (only while
     it is still that server)."""
-    import signal
     end = time.monotonic() + timeout
     for sig in (signal.SIGTERM, signal.SIGKILL):
         while alive(pid) and time.monotonic() < end:
@@ -195,7 +199,9 @@ def _is_server(pid: int) -> bool:
     return b"dac.warm_tree" in args
 
 
-def _ask(info: dict, request, timeout: float = 5.0) -> dict:
+def _ask(info: dict[str, Any], request: wire.StatusRequest | wire.Down,
+         timeout: float = 5.0) -> dict[str, Any]:
+    """Send ``request`` to the tree's server; its ``TreeStatus`` answer."""
     sock, reply = wire.call(info["socket"], request, timeout)
     sock.close()
     if not isinstance(reply, wire.TreeStatus):
@@ -204,7 +210,8 @@ def _ask(info: dict, request, timeout: float = 5.0) -> dict:
 
 
 # the background process -----------------------------------------------------------
-def _topology_arg(topology):
+def _topology_arg(topology: object) -> str | None:
+    """A topology file's absolute path for the server, or None (this machine)."""
     if topology is None or isinstance(topology, (str, os.PathLike)):
         return None if topology is None else os.path.abspath(os.fspath(topology))
     raise DacError("dac up takes a topology file's path (or none), not a Topology object")
@@ -225,14 +232,13 @@ def _tail(path: str, lines: int = 15) -> str:
         return "(no log)"
 
 
-def _serve(spec: dict) -> None:
+def _serve(spec: dict[str, Any]) -> None:
     """The server process: spawn the tree, serve scripts until ``dac down``. It
     holds the tree folder's lock (inherited from ``dac up``) until it ends, and no
     process it starts inherits it."""
-    from stealing.warm.server import TreeServer
+    from stealing.warm.server import TreeServer  # lazy: only the server process needs it
     os.set_inheritable(spec["lock_fd"], False)
 
-    from .runtime import Runtime
     rt = Runtime(spec["topology"], attach=False, **spec["options"])
     shape = rt.tree_shape()
     info = {"leaves": shape["leaves"], "routers": shape["routers"],

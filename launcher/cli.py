@@ -34,7 +34,10 @@ import runpy
 import shutil
 import socket
 import sys
+import traceback
+from collections.abc import Callable
 from importlib import metadata
+from typing import Any, NoReturn, Sequence
 
 import dac
 from dac import warm_tree as warm
@@ -54,6 +57,7 @@ from stealing.tree.topology import (
     slurm_hosts,
     to_toml,
 )
+from stealing.tree.plan import TreeNode
 
 RUN_EXAMPLES = """examples:
   dac run examples/nqueens.py 12
@@ -87,15 +91,16 @@ _BOOT = ("import sys; sys.path.insert(0, {!r}); from launcher.cli import ulfm_ma
 
 
 def _fail(message: str) -> int:
+    """Say what is wrong on stderr; the exit status of a usage error."""
     print(f"dac: {message}", file=sys.stderr)
     return 2
 
 
-def _run_options(args) -> dict:
+def _run_options(args: argparse.Namespace) -> dict[str, Any]:
     """The options ``dac run`` gives every run of its script (``DAC_RUN_OPTIONS``);
     a topology file is read and checked here, before the script starts
     (``TopologyError``)."""
-    options: dict = {}
+    options: dict[str, Any] = {}
     if args.topology:
         topo = load_topology(args.topology)
         if args.local:
@@ -114,7 +119,8 @@ def _run_options(args) -> dict:
     return options
 
 
-def _cmd_run(args) -> int:
+def _cmd_run(args: argparse.Namespace) -> int:
+    """``dac run``: the script as the root, its runs with the command's options."""
     script = args.script
     try:
         check_cwd()
@@ -147,7 +153,7 @@ def _cmd_run(args) -> int:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_script(script: str, argv: list) -> int:
+def _run_script(script: str, argv: Sequence[str]) -> int:
     """Run ``script`` here as ``__main__`` with ``argv``; its exit status."""
     sys.argv = [script] + list(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
@@ -172,8 +178,9 @@ def _print_report(script: str, folder: str, code: int) -> int:
     return code
 
 
-def _cmd_up(args) -> int:
-    options = {"procs": args.procs, "local": args.local or None,
+def _cmd_up(args: argparse.Namespace) -> int:
+    """``dac up``: start a warm tree and say what it is."""
+    options: dict[str, Any] = {"procs": args.procs, "local": args.local or None,
                "leaf_mode": args.leaf_mode, "gpu_simulate": args.gpu_simulate or None,
                "preload": [m for m in (args.preload or "").split(",") if m] or None}
     options = {k: v for k, v in options.items() if v is not None}
@@ -189,12 +196,14 @@ def _cmd_up(args) -> int:
     return 0
 
 
-def _routers(info) -> str:
+def _routers(info: dict[str, Any]) -> str:
+    """`` under N routers`` of a warm tree's description (none: "")."""
     n = info.get("routers", 0)
     return f" under {n} router{'s' if n != 1 else ''}" if n else ""
 
 
-def _cmd_status(args) -> int:
+def _cmd_status(args: argparse.Namespace) -> int:
+    """``dac status``: the warm tree, as text or JSON (1: none is up)."""
     try:
         info = warm.status()
     except DacError as exc:
@@ -225,6 +234,7 @@ def _cmd_status(args) -> int:
 
 
 def _duration(seconds: float) -> str:
+    """``42s``, ``3m07s`` or ``2h05m``."""
     seconds = int(seconds)
     if seconds < 60:
         return f"{seconds}s"
@@ -233,7 +243,8 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def _cmd_down(args) -> int:
+def _cmd_down(args: argparse.Namespace) -> int:
+    """``dac down``: stop the warm tree (or remove what a dead one left)."""
     try:
         info = warm.down()
     except DacError as exc:
@@ -252,7 +263,8 @@ def _cmd_down(args) -> int:
     return 0
 
 
-def _cmd_resize(args) -> int:
+def _cmd_resize(args: argparse.Namespace) -> int:
+    """``dac grow`` and ``dac shrink``: leaves added to or let go from the warm tree."""
     kind = args.command
     if args.leaves < 1:
         return _fail(f"{kind}: the number of leaves must be >= 1, got {args.leaves}")
@@ -270,7 +282,8 @@ def _cmd_resize(args) -> int:
     return 0
 
 
-def _load(args):
+def _load(args: argparse.Namespace) -> Topology:
+    """The topology file of a ``dac topology`` command (mapped here with --local)."""
     topo = load_topology(args.file)
     if args.local:
         return topo.localized()
@@ -279,11 +292,13 @@ def _load(args):
     return topo
 
 
-def _plan(topo):
+def _plan(topo: Topology) -> TreeNode:
+    """The process tree of ``topo``, rooted on this host."""
     return plan_topology(topo, steal_params(topo), socket.gethostname())
 
 
-def _cmd_check(args) -> int:
+def _cmd_check(args: argparse.Namespace) -> int:
+    """``dac topology check``: validate, resolve the hosts, summarize the tree."""
     topo = _load(args)
     plan = _plan(topo)
     routers = sum(1 for n in plan.walk() if n.role == "router")
@@ -292,7 +307,8 @@ def _cmd_check(args) -> int:
     return 0
 
 
-def _cmd_show(args) -> int:
+def _cmd_show(args: argparse.Namespace) -> int:
+    """``dac topology show``: the planned tree, as text or JSON."""
     args.resolve = False          # show is a plan on paper: no host needs to resolve
     plan = _plan(_load(args))
     if args.json:
@@ -302,12 +318,14 @@ def _cmd_show(args) -> int:
     return 0
 
 
-def _cmd_from_slurm(args) -> int:
+def _cmd_from_slurm(args: argparse.Namespace) -> int:
+    """``dac topology from-slurm``: the allocation as a topology file."""
     print(to_toml(Topology([Cluster(args.name, slurm_hosts())])), end="")
     return 0
 
 
-def _cmd_from_hostfile(args) -> int:
+def _cmd_from_hostfile(args: argparse.Namespace) -> int:
+    """``dac topology from-hostfile``: an MPI hostfile as a topology file."""
     print(to_toml(Topology([Cluster(args.name, read_hostfile(args.file))])), end="")
     return 0
 
@@ -343,18 +361,31 @@ def version_text() -> str:
     return f"dac {dac.__version__} ({', '.join(parts)})"
 
 
+# the help of every command keeps its examples' layout
+_FMT = argparse.RawDescriptionHelpFormatter
+
+
 def build_parser() -> argparse.ArgumentParser:
-    fmt = argparse.RawDescriptionHelpFormatter
+    """The ``dac`` command line; each subcommand's ``func`` runs it."""
     ap = argparse.ArgumentParser(prog="dac", description="Divide-and-conquer work "
                                  "stealing over spawned MPI processes.",
                                  epilog=_examples(RUN_EXAMPLES, WARM_EXAMPLES,
                                                   TOPOLOGY_EXAMPLES),
-                                 formatter_class=fmt)
+                                 formatter_class=_FMT)
     ap.add_argument("--version", action="version", version=version_text())
     sub = ap.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_up(sub)
+    _add_warm_control(sub)
+    _add_topology(sub)
+    return ap
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``dac run``: its options are those of every ``dac.run`` of the script."""
     run = sub.add_parser("run", help="run a script as the root of a dac computation",
                          description="Run a script as the root of a dac computation.",
-                         epilog=RUN_EXAMPLES, formatter_class=fmt)
+                         epilog=RUN_EXAMPLES, formatter_class=_FMT)
     run.add_argument("--topology", metavar="FILE", help="topology file (TOML); default: "
                      "this machine, one leaf per core")
     run.add_argument("--local", action="store_true", help="map every host of the "
@@ -386,10 +417,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the script")
     run.set_defaults(func=_cmd_run)
 
+
+def _add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``dac up``: the warm tree's shape and leaves."""
     up = sub.add_parser("up", help="start a warm tree in the background for scripts to "
                         "attach to", description="Start a warm tree in the background; "
                         "return once every leaf is ready.", epilog=WARM_EXAMPLES,
-                        formatter_class=fmt)
+                        formatter_class=_FMT)
     up.add_argument("--procs", type=_at_least_one, help="leaves on this machine "
                     "(default: one "
                     "per core)")
@@ -403,54 +437,64 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--preload", metavar="MODULES", help="comma-separated modules "
                     "every leaf imports at start (e.g. numba,numpy)")
     up.set_defaults(func=_cmd_up)
+
+
+def _add_warm_control(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``dac status``, ``down``, ``grow`` and ``shrink``: a warm tree that is up."""
     status = sub.add_parser("status", help="show the warm tree", epilog=WARM_EXAMPLES,
-                            formatter_class=fmt)
+                            formatter_class=_FMT)
     status.add_argument("--json", action="store_true", help="one JSON object")
     status.set_defaults(func=_cmd_status)
     down = sub.add_parser("down", help="stop the warm tree and everything it spawned",
-                          epilog=WARM_EXAMPLES, formatter_class=fmt)
+                          epilog=WARM_EXAMPLES, formatter_class=_FMT)
     down.set_defaults(func=_cmd_down)
     grow = sub.add_parser("grow", help="add leaves to the warm tree (a run under way "
-                          "takes them at once)", epilog=WARM_EXAMPLES, formatter_class=fmt)
+                          "takes them at once)", epilog=WARM_EXAMPLES,
+                          formatter_class=_FMT)
     grow.add_argument("leaves", type=_at_least_one, help="how many leaves to add")
     grow.add_argument("--host", help="host to start them on (default: this machine)")
     grow.set_defaults(func=_cmd_resize)
     shrink = sub.add_parser("shrink", help="let leaves of the warm tree go (their work "
                             "goes to the others)", epilog=WARM_EXAMPLES,
-                            formatter_class=fmt)
+                            formatter_class=_FMT)
     shrink.add_argument("leaves", type=_at_least_one, help="how many leaves to let go")
     shrink.set_defaults(func=_cmd_resize)
 
+
+def _add_topology(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``dac topology check|show|from-slurm|from-hostfile``."""
     topo = sub.add_parser("topology", help="check, show or make topology files",
                           description="Check, show or make topology files.",
-                          epilog=TOPOLOGY_EXAMPLES, formatter_class=fmt)
+                          epilog=TOPOLOGY_EXAMPLES, formatter_class=_FMT)
     tsub = topo.add_subparsers(dest="action", required=True)
-    check = tsub.add_parser("check", help="validate a topology file (hosts must resolve)",
-                            epilog=TOPOLOGY_EXAMPLES, formatter_class=fmt)
-    check.add_argument("file")
-    check.add_argument("--local", action="store_true", help="map hosts onto this machine")
-    check.set_defaults(func=_cmd_check)
-    show = tsub.add_parser("show", help="print the process tree with processors and "
-                           "initial tasks of every node", epilog=TOPOLOGY_EXAMPLES,
-                           formatter_class=fmt)
-    show.add_argument("file")
+
+    def action(name: str, help: str, func: Callable[[argparse.Namespace], int],
+               file: bool = True) -> argparse.ArgumentParser:
+        parser = tsub.add_parser(name, help=help, epilog=TOPOLOGY_EXAMPLES,
+                                 formatter_class=_FMT)
+        if file:
+            parser.add_argument("file")
+        parser.set_defaults(func=func)
+        return parser
+
+    local = "map hosts onto this machine"
+    check = action("check", "validate a topology file (hosts must resolve)", _cmd_check)
+    check.add_argument("--local", action="store_true", help=local)
+    show = action("show", "print the process tree with processors and initial tasks of "
+                  "every node", _cmd_show)
     show.add_argument("--json", action="store_true", help="one nested JSON object")
-    show.add_argument("--local", action="store_true", help="map hosts onto this machine")
-    show.set_defaults(func=_cmd_show)
-    slurm = tsub.add_parser("from-slurm", help="a one-cluster topology from the Slurm "
-                            "allocation (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE)",
-                            epilog=TOPOLOGY_EXAMPLES, formatter_class=fmt)
+    show.add_argument("--local", action="store_true", help=local)
+    slurm = action("from-slurm", "a one-cluster topology from the Slurm allocation "
+                   "(SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE)", _cmd_from_slurm,
+                   file=False)
     slurm.add_argument("--name", default="slurm", help="cluster name")
-    slurm.set_defaults(func=_cmd_from_slurm)
-    hostfile = tsub.add_parser("from-hostfile", help="a one-cluster topology from an "
-                               "MPI hostfile", epilog=TOPOLOGY_EXAMPLES, formatter_class=fmt)
-    hostfile.add_argument("file")
+    hostfile = action("from-hostfile", "a one-cluster topology from an MPI hostfile",
+                      _cmd_from_hostfile)
     hostfile.add_argument("--name", default="cluster", help="cluster name")
-    hostfile.set_defaults(func=_cmd_from_hostfile)
-    return ap
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``dac`` command: its exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
@@ -464,7 +508,7 @@ def main(argv=None) -> int:
         return _fail(f"{args.command}: {exc}")
 
 
-def ulfm_main(argv) -> None:
+def ulfm_main(argv: Sequence[str]) -> NoReturn:
     """``main`` as the root of a fault-tolerant run: its exit status goes to
     ``launcher.ulfm.run_under_ulfm`` (Open MPI's launcher would report a lost
     process's instead)."""
@@ -478,7 +522,6 @@ def ulfm_main(argv) -> None:
               file=sys.stderr)
         code = 130
     except BaseException:
-        import traceback
         traceback.print_exc()
         code = 1
     finally:

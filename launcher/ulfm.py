@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
+from types import FrameType
+from typing import Mapping
 
 from stealing.host.losses import make_run_dir
 from stealing.host.procs import descendants
@@ -47,7 +51,7 @@ def find_openmpi() -> str:
                          f"{HOW_TO_INSTALL}")
 
 
-def ulfm_env(prefix: str, environ=None) -> dict:
+def ulfm_env(prefix: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a fault-tolerant run: Open MPI's library for mpi4py (in the
     root and, inherited, in every spawned process), no libfabric probe (it costs each
     spawn about a second here), yielding while idle, and leave to run as root where
@@ -65,13 +69,13 @@ def ulfm_env(prefix: str, environ=None) -> dict:
     return env
 
 
-def ulfm_command(prefix: str, argv: list) -> list:
+def ulfm_command(prefix: str, argv: list[str]) -> list[str]:
     """Open MPI's launcher with ULFM on, one process (the root) running ``argv``."""
     return [os.path.join(prefix, LAUNCHER), "--with-ft", "ulfm", "-n", "1",
             "--oversubscribe", *argv]
 
 
-def run_under_ulfm(argv: list) -> int:
+def run_under_ulfm(argv: list[str]) -> int:
     """Run ``argv`` (a ``dac run`` of the root) under Open MPI with ULFM and return
     the root's exit status (raises ``OpenMPIMissing`` when there is no Open MPI).
 
@@ -80,8 +84,6 @@ def run_under_ulfm(argv: list) -> int:
     its own status to a file (``DAC_EXIT_FILE``) and that is what counts. This process
     waits meanwhile (Ctrl-C reaches the root through the terminal; SIGTERM is passed
     on); if the root could not say, the launcher's status is returned."""
-    import signal
-    import subprocess
     prefix = find_openmpi()
     env = ulfm_env(prefix)
     folder = make_run_dir("exit")
@@ -93,7 +95,8 @@ def run_under_ulfm(argv: list) -> int:
     # (the root could neither stop its tree nor say why); the signal goes to the root
     proc = subprocess.Popen(ulfm_command(prefix, argv), env=env, start_new_session=True)
 
-    def pass_on(signum, _frame):
+    def pass_on(signum: int, _frame: FrameType | None) -> None:
+        """Pass a signal on to the root (the launcher would abort the job)."""
         for pid in _roots(proc.pid):
             os.kill(pid, signum)
     old_int = signal.signal(signal.SIGINT, pass_on)
@@ -112,9 +115,9 @@ def run_under_ulfm(argv: list) -> int:
     return int(said) if said.lstrip("-").isdigit() else code
 
 
-def _roots(launcher: int) -> list:
+def _roots(launcher: int) -> list[int]:
     """The root of the run below Open MPI's ``launcher`` (``ulfm_main``'s process)."""
-    found = []
+    found: list[int] = []
     for pid in descendants([launcher]):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import os
 import pickle
+import socket
+import traceback
+from typing import Any, Callable
 
 
 class DacError(Exception):
@@ -32,7 +35,7 @@ class RemoteError(DacError):
     __module__ = "dac.errors"
 
     def __init__(self, head: str, type_name: str, message: str, remote_traceback: str,
-                 where: str = "", exception: BaseException | None = None):
+                 where: str = "", exception: BaseException | None = None) -> None:
         self.type_name = type_name
         self.message = message
         self.remote_traceback = remote_traceback
@@ -71,7 +74,8 @@ class TaskError(RemoteError):
     __module__ = "dac.errors"
 
     def __init__(self, type_name: str, message: str, remote_traceback: str,
-                 task: str = "", where: str = "", exception: BaseException | None = None):
+                 task: str = "", where: str = "",
+                 exception: BaseException | None = None) -> None:
         self.task = task
         head = f"task {task} raised {type_name}: {message}" if task else \
             f"{type_name}: {message}"
@@ -79,7 +83,7 @@ class TaskError(RemoteError):
             head += f" (in {where})"
         super().__init__(head, type_name, message, remote_traceback, where, exception)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., TaskError], tuple[Any, ...]]:
         return (_task_error, (self.type_name, self.message, self.remote_traceback,
                               self.task, self.where, self._exception_blob))
 
@@ -100,19 +104,22 @@ class ProcessError(RemoteError):
 
     def __init__(self, role: str, pid: int, host: str, doing: str, type_name: str,
                  message: str, remote_traceback: str,
-                 exception: BaseException | None = None):
+                 exception: BaseException | None = None) -> None:
         self.role, self.pid, self.host, self.doing = role, pid, host, doing
         where = f"{role} pid {pid} on {host}"
         super().__init__(f"{where} failed {doing}: {type_name}: {message}", type_name,
                          message, remote_traceback, where, exception)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., ProcessError], tuple[Any, ...]]:
         return (_process_error, (self.role, self.pid, self.host, self.doing,
                                  self.type_name, self.message, self.remote_traceback,
                                  self._exception_blob))
 
 
-def _process_error(role, pid, host, doing, type_name, message, remote_traceback, blob):
+def _process_error(role: str, pid: int, host: str, doing: str, type_name: str,
+                   message: str, remote_traceback: str,
+                   blob: bytes | None) -> ProcessError:
+    """A ``ProcessError`` from its pickle (the exception object stays pickled)."""
     err = ProcessError(role, pid, host, doing, type_name, message, remote_traceback)
     err._exception_blob = blob
     return err
@@ -123,7 +130,7 @@ class SetupFailure(Exception):
     task's arguments did not unpickle): the leaf reports its ``__cause__`` as a
     ``ProcessError`` saying what it was ``doing``."""
 
-    def __init__(self, doing: str):
+    def __init__(self, doing: str) -> None:
         super().__init__(doing)
         self.doing = doing
 
@@ -135,9 +142,6 @@ def process_error(role: str, doing: str, exc: BaseException) -> ProcessError:
     """The ``ProcessError`` this process reports for ``exc``, raised while ``doing``;
     the traceback keeps its last ``MAX_FRAMES`` frames (the top ones are pickle's
     and dac's own, the cause is at the bottom)."""
-    import os
-    import socket
-    import traceback
     try:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     except Exception:                                       # noqa: BLE001
@@ -164,7 +168,8 @@ def last_frames(text: str, keep: int) -> str:
                    lines[cut:])
 
 
-def _task_error(type_name, message, remote_traceback, task, where, blob):
+def _task_error(type_name: str, message: str, remote_traceback: str, task: str,
+                where: str, blob: bytes | None) -> TaskError:
     """A ``TaskError`` from its pickle: the original exception stays pickled until
     asked for (its class may not exist in the process that reads the error)."""
     err = TaskError(type_name, message, remote_traceback, task, where)
@@ -172,7 +177,7 @@ def _task_error(type_name, message, remote_traceback, task, where, blob):
     return err
 
 
-def _pickled(exc) -> bytes | None:
+def _pickled(exc: BaseException | None) -> bytes | None:
     """``exc`` pickled with its arguments (not its traceback), or None when it cannot
     be: the error is reported all the same, without the object."""
     if exc is None:
@@ -194,8 +199,9 @@ class LostProcessError(TaskError):
 
     __module__ = "dac.errors"
 
-    def __init__(self, role: str, pid: int, host: str, how: str, exit_code=None,
-                 signal=None, task: str = "", traceback: str = ""):
+    def __init__(self, role: str, pid: int, host: str, how: str,
+                 exit_code: int | None = None, signal: int | None = None, task: str = "",
+                 traceback: str = "") -> None:
         self.role, self.pid, self.host = role, pid, host
         self.how, self.exit_code, self.signal = how, exit_code, signal
         where = f"{role} pid {pid} on {host}"
@@ -203,7 +209,7 @@ class LostProcessError(TaskError):
         running = f" while running {task}" if task else ""
         self.args = (f"the run lost a process: {where} {how}{running}",)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., LostProcessError], tuple[Any, ...]]:
         return (LostProcessError, (self.role, self.pid, self.host, self.how,
                                    self.exit_code, self.signal, self.task,
                                    self.remote_traceback))

@@ -64,15 +64,30 @@ def private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def imports(module: str, source: str, is_package: bool = False):
-    """``(imported module, names or None, line)`` for every import in ``source``.
+def type_only(tree: ast.AST) -> set:
+    """The import nodes under ``if TYPE_CHECKING:``: read by the type checker, never
+    run."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (dotted(node.test) or [""])[-1] == "TYPE_CHECKING":
+            for sub in node.body:
+                found.update(id(n) for n in ast.walk(sub))
+    return found
+
+
+def imports(module: str, source: str, is_package: bool = False, runtime: bool = False):
+    """``(imported module, names or None, line)`` for every import in ``source``
+    (with ``runtime``, only those that run: not those under ``if TYPE_CHECKING:``).
 
     ``from pkg import sub`` where ``pkg.sub`` is a module is an import of ``pkg.sub``
     (names None); relative imports are resolved against ``module``.
     """
     tree = ast.parse(source)
     here = module.split(".") if is_package else module.split(".")[:-1]
+    skip = type_only(tree) if runtime else set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, None, node.lineno
@@ -175,11 +190,13 @@ def read(module: str):
 
 
 def graph() -> dict:
-    """``{module: {modules of the three packages it imports}}``."""
+    """``{module: {modules of the three packages it imports when it runs}}``: an import
+    for the type checker alone (``if TYPE_CHECKING:``) is no edge, since it never runs;
+    it must still go down (``problems``)."""
     edges = {}
     for module in MODULES:
         targets = set()
-        for target, _, _ in imports(*read(module)):
+        for target, _, _ in imports(*read(module), runtime=True):
             while target and target not in MODULES:      # from pkg.mod import name
                 target = target.rpartition(".")[0]
             if target and target != module:
@@ -258,10 +275,20 @@ def test_topology_and_placement_are_below_the_api():
      "launcher.cli:2 uses private _crowding of dac.runtime"),
     ("stealing.roles.leaf", "import importlib\nimportlib.import_module('dac.execution')\n",
      "stealing.roles.leaf:2 imports dac.execution dynamically"),
+    ("stealing.roles.leaf", "if TYPE_CHECKING:\n    from dac.spawn import SpawnFunction\n",
+     "stealing.roles.leaf:2 imports dac.spawn"),
 ])
 def test_the_checker_finds_a_wrong_import(module, source, found):
     assert any(p.startswith(found) for p in problems(module, source)), \
         problems(module, source)
+
+
+def test_an_import_for_the_type_checker_alone_is_no_edge_of_the_graph():
+    source = ("from typing import TYPE_CHECKING\nfrom . import errors\n"
+              "if TYPE_CHECKING:\n    from .spawn import SpawnFunction\n")
+    assert [t for t, _, _ in imports("dac.future", source, runtime=True)] == \
+        ["typing", "dac.errors"]
+    assert "dac.spawn" in [t for t, _, _ in imports("dac.future", source)]
 
 
 def test_the_checker_allows_what_the_layout_allows():

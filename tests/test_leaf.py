@@ -135,3 +135,24 @@ def test_a_stale_no_more_still_stops_asking_ahead():
     assert leaf.exhausted and leaf.asking is Ask.IDLE
     leaf.handle(P.TASKS, P.Tasks([(((1,), 5), b"a"), (((1,), 6), b"b")], 2))
     assert leaf.exhausted and leaf.asking is Ask.NONE and len(leaf.tasks) == 2
+
+
+def test_a_gpu_leaf_given_work_split_off_another_leaf_runs_it():
+    """An idle GPU leaf beside CPU leaves may be given spawns split off a CPU leaf: their
+    ids are (owner's path, number). Its status, shared with its monitor, holds -1 for
+    them. (Before: packing the tuple id raised struct.error and killed the leaf.)"""
+    from stealing.roles.status import SharedStatus
+
+    class Batch(Executor):
+        def run_batch(self, payloads, table):
+            return [(((0,), 7), b"result")]
+
+    leaf, mailbox = a_leaf()
+    leaf.status = SharedStatus()
+    leaf._executor = Batch()
+    leaf.tasks.append((((0,), 7), b"payload"))
+    leaf.run_batch()
+    assert leaf.status.current == -1
+    assert leaf.results == [(((0,), 7), b"result")]
+    leaf.status.task(12)
+    assert leaf.status.current == 12

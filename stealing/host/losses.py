@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import tempfile
+from typing import Any, Collection
 
 from stealing.host.procs import same_process, start_time, started_at
 from stealing.host.shm import (
@@ -23,7 +24,7 @@ from stealing.host.shm import (
 from stealing.host.userdirs import check, problem, runs_dir
 
 
-def describe_loss(record: dict) -> str:
+def describe_loss(record: dict[str, Any]) -> str:
     """How a process ended, in words: ``killed by signal 11 (SIGSEGV)`` (or the
     record's own ``how``: a loss the root saw itself, ``stealing.host.watch``)."""
     if isinstance(record.get("how"), str):
@@ -70,7 +71,7 @@ def make_run_dir(kind: str = "run") -> str:
         base, "runs folder"))
 
 
-def note_shm(run_dir: str | None, names) -> None:
+def note_shm(run_dir: str | None, names: Collection[str]) -> None:
     """Write the MPI shared-memory segments this process maps into the run's folder:
     if the whole run is killed (the root by SIGKILL, and MPI then its processes), the
     next root removes them (``make_run_dir``)."""
@@ -84,7 +85,9 @@ def note_shm(run_dir: str | None, names) -> None:
 
 
 def _remove_listed_shm(folder: str) -> None:
-    names = []
+    """Unlink the shared-memory files a dead run's processes listed in ``folder``
+    (``note_shm``) that no live process maps."""
+    names: list[str] = []
     try:
         for entry in os.listdir(folder):
             if entry.startswith("shm-"):
@@ -98,12 +101,13 @@ def _remove_listed_shm(folder: str) -> None:
 
 
 def lost_record_path(run_dir: str, pid: int) -> str:
+    """Where the monitor of process ``pid`` records its loss in ``run_dir``."""
     return os.path.join(run_dir, f"lost-{pid}.json")
 
 
-def read_lost_records(run_dir: str) -> list:
+def read_lost_records(run_dir: str) -> list[dict[str, Any]]:
     """The records monitors wrote in ``run_dir``, earliest first."""
-    out = []
+    out: list[dict[str, Any]] = []
     try:
         names = [n for n in os.listdir(run_dir) if n.startswith("lost-")
                  and n.endswith(".json")]
@@ -120,11 +124,11 @@ def read_lost_records(run_dir: str) -> list:
     return sorted(out, key=lambda r: r["time"])
 
 
-_RECORD = {"pid": int, "host": str, "role": str, "code": int, "tid": int,
-           "time": (int, float)}
+_RECORD: dict[str, type | tuple[type, ...]] = {
+    "pid": int, "host": str, "role": str, "code": int, "tid": int, "time": (int, float)}
 
 
-def _valid_record(record) -> bool:
+def _valid_record(record: object) -> bool:
     """A record has the fields a monitor writes, of their types (and a traceback, if
     any, is text)."""
     return isinstance(record, dict) and \

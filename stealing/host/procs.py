@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Iterable
 
 
 def alive(pid: int) -> bool:
@@ -42,13 +43,13 @@ def started_at(ticks: int) -> float | None:
         return None
 
 
-def same_process(pid: int, started) -> bool:
+def same_process(pid: int, started: object) -> bool:
     """``pid`` runs and is the process that started at ``started`` (a
     ``start_time``); False for a pid reused since."""
     return isinstance(started, int) and start_time(pid) == started
 
 
-def signal_all(pids, sig) -> None:
+def signal_all(pids: Iterable[int], sig: int) -> None:
     """Send ``sig`` to those of ``pids`` still alive (never to this process)."""
     me = os.getpid()
     for pid in set(pids):
@@ -59,7 +60,7 @@ def signal_all(pids, sig) -> None:
                 pass
 
 
-def wait_gone(pids, timeout: float) -> None:
+def wait_gone(pids: Iterable[int], timeout: float) -> None:
     """Wait up to ``timeout`` seconds for ``pids`` to end."""
     me = os.getpid()
     rest = {p for p in pids if p != me}
@@ -68,9 +69,9 @@ def wait_gone(pids, timeout: float) -> None:
         time.sleep(0.01)
 
 
-def table() -> dict:
+def table() -> dict[int, tuple[str, int]]:
     """``{pid: (name, parent pid)}`` of this machine's processes."""
-    out = {}
+    out: dict[int, tuple[str, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -84,17 +85,18 @@ def table() -> dict:
     return out
 
 
-def children_named(prefix: str) -> list:
+def children_named(prefix: str) -> list[int]:
     """Children of this process whose name starts with ``prefix``."""
     me = os.getpid()
     return [pid for pid, (name, parent) in table().items()
             if parent == me and name.startswith(prefix)]
 
 
-def descendants(roots) -> list:
+def descendants(roots: Iterable[int]) -> list[int]:
     """``roots`` and every process below them."""
     procs = table()
-    found, todo = [], list(roots)
+    found: list[int] = []
+    todo = list(roots)
     while todo:
         pid = todo.pop()
         found.append(pid)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Iterable
 
 FOLDER = "/dev/shm"
 PREFIXES = ("mpich_shm_", "mpich_shar_tmp", "ucx_shm_posix_")
@@ -34,7 +35,7 @@ def sweep_unused_shm(since: float) -> int:
         names = [n for n in os.listdir(FOLDER) if n.startswith(PREFIXES)]
     except OSError:
         return 0
-    fresh = []
+    fresh: list[str] = []
     for n in names:
         path = os.path.join(FOLDER, n)
         try:
@@ -50,8 +51,9 @@ def sweep_unused_shm(since: float) -> int:
     return sum(1 for p in fresh if p in used)
 
 
-def _shm_in_maps(path: str) -> set:
-    names = set()
+def _shm_in_maps(path: str) -> set[str]:
+    """The MPI shared-memory files named in the ``/proc/<pid>/maps`` file ``path``."""
+    names: set[str] = set()
     try:
         with open(path) as f:
             for line in f:
@@ -64,22 +66,23 @@ def _shm_in_maps(path: str) -> set:
     return names
 
 
-def mapped_shm() -> set:
+def mapped_shm() -> set[str]:
     """MPI shared-memory files some live process of this machine maps."""
-    names: set = set()
+    names: set[str] = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             names |= _shm_in_maps(f"/proc/{entry}/maps")
     return names
 
 
-def own_shm() -> list:
+def own_shm() -> list[str]:
     """The MPI shared-memory files this process maps."""
     return sorted(_shm_in_maps("/proc/self/maps"))
 
 
-def unlink_shm(names) -> None:
-    """Remove those of ``names`` that are MPI shared-memory files of this user."""
+def unlink_shm(names: Iterable[object]) -> None:
+    """Remove those of ``names`` that are MPI shared-memory files of this user (a name
+    read back from a run's records or a message may be anything: it is checked)."""
     uid = os.getuid()
     for name in set(names):
         if not isinstance(name, str) or not is_mpi_shm(name):
@@ -103,7 +106,7 @@ def sweep_hydra_files() -> None:
         names = [n for n in os.listdir("/tmp") if HYDRA_XML.fullmatch(n)]
     except OSError:
         return
-    mine = []
+    mine: list[str] = []
     for n in names:
         path = os.path.join("/tmp", n)
         try:
@@ -113,7 +116,7 @@ def sweep_hydra_files() -> None:
             continue
     if not mine:
         return
-    used = set()
+    used: set[str] = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:

@@ -31,7 +31,7 @@ class UnsafeFolder(DacError):
     """A folder (or file) dac would keep its state in is not the user's alone."""
 
 
-_said: set = set()          # fallbacks already told on stderr
+_said: set[str] = set()          # fallbacks already told on stderr
 
 
 def problem(path: str, want_dir: bool = True) -> str | None:
@@ -81,6 +81,7 @@ def private_dir(path: str, what: str) -> str:
 
 
 def _xdg_base() -> str | None:
+    """``$XDG_RUNTIME_DIR/dac`` where that folder is the user's alone, else None."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and problem(runtime) is None:
         return os.path.join(runtime, "dac")

@@ -21,6 +21,7 @@ import os
 import select
 import socket
 import time
+from typing import Any, Iterable
 
 from stealing.host.procs import alive, children_named, descendants, table
 
@@ -32,12 +33,14 @@ class Watch:
 
     def __init__(self) -> None:
         self.host = socket.gethostname()
-        self.watched: dict = {}         # pid -> (rank, role, how it is named, child)
-        self.fds: dict = {}             # pidfd -> pid
-        self.proxy: dict = {}           # monitor pid -> its parent (MPI's proxy)
+        # pid -> (rank, role, how it is named, child)
+        self.watched: dict[int, tuple[int, str, str, int]] = {}
+        self.fds: dict[int, int] = {}       # pidfd -> pid
+        self.proxy: dict[int, int] = {}     # monitor pid -> its parent (MPI's proxy)
         self.next_look = 0.0
 
     def _add(self, pid: int, rank: int, role: str, how: str, child: int = 0) -> None:
+        """Watch ``pid`` (``rank``: which of several gone at once is named)."""
         if pid in self.watched or not alive(pid):
             return
         self.watched[pid] = (rank, role, how, child)
@@ -54,11 +57,11 @@ class Watch:
                       f"ended, and its {role} pid {pid} with it", pid)
             self.proxy[monitor] = table().get(monitor, ("?", 0))[1]
 
-    def forget(self, pids) -> None:
+    def forget(self, pids: Iterable[int]) -> None:
         """Processes that left the tree on purpose (let go): their monitors, and
         the proxy MPI started for them if it served no other."""
-        pids = set(pids)
-        going = [m for m, w in self.watched.items() if w[3] in pids]
+        leaving = set(pids)
+        going = [m for m, w in self.watched.items() if w[3] in leaving]
         for monitor in going:
             self._drop(monitor)
             proxy = self.proxy.pop(monitor, None)
@@ -66,6 +69,7 @@ class Watch:
                 self._drop(proxy)
 
     def _drop(self, pid: int) -> None:
+        """Stop watching ``pid`` (its pidfd closed)."""
         self.watched.pop(pid, None)
         for fd, watched in list(self.fds.items()):
             if watched == pid:
@@ -85,16 +89,16 @@ class Watch:
                 self._add(pid, 0 if name.startswith("mpiexec") else 1, "process manager",
                           f"({name}) ended: MPI cannot go on without it")
 
-    def pids(self) -> list:
+    def pids(self) -> list[int]:
         """Every process watched, and the children of the monitors (the root's
         clean-up after a loss)."""
         return list(self.watched) + [w[3] for w in self.watched.values() if w[3]]
 
-    def alarms(self) -> list:
+    def alarms(self) -> list[int]:
         """The pidfds a wait should wake on."""
         return list(self.fds)
 
-    def look(self) -> dict | None:
+    def look(self) -> dict[str, Any] | None:
         """A record (as a monitor writes one, with ``how`` in words) of a watched
         process that ended, or None. The first seen is named (the root wakes at
         once); when several are seen together, the one upstream: ``mpiexec`` before its proxies, a proxy before the monitors (when
@@ -117,6 +121,7 @@ class Watch:
                 "time": time.time(), "how": how}
 
     def close(self) -> None:
+        """Close every pidfd (the watch is over)."""
         for fd in self.fds:
             os.close(fd)
         self.fds = {}

@@ -23,9 +23,12 @@ import io
 import os
 import sys
 import threading
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from stealing.transport.protocol import Output
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 MAX_LINE = 1 << 20      # a line longer than this goes in pieces (nobody prints one)
 
@@ -36,15 +39,17 @@ class Capture:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.chunks: list = []
+        self.chunks: list[tuple[str, str]] = []    # (stream, text)
         self.ready = False          # read without the lock: something to take
 
     def add(self, stream: str, text: str) -> None:
+        """Keep ``text`` (whole lines, or a note) of ``stream`` for the parent."""
         with self.lock:
             self.chunks.append((stream, text))
             self.ready = True
 
-    def take(self) -> list:
+    def take(self) -> list[tuple[str, str]]:
+        """Everything kept so far, ``[(stream, text)]``; the capture is empty after."""
         with self.lock:
             chunks, self.chunks = self.chunks, []
             self.ready = False
@@ -61,9 +66,10 @@ class _Bytes(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, b) -> int:
+    def write(self, b: ReadableBuffer) -> int:
+        """Bytes written as text (decoded, bad bytes replaced)."""
         self.text.write(bytes(b).decode(self.text.encoding, "replace"))
-        return len(b)
+        return len(memoryview(b))       # len(b): a buffer need not say it has one
 
 
 class LineStream(io.TextIOBase):
@@ -72,7 +78,7 @@ class LineStream(io.TextIOBase):
     def __init__(self, capture: Capture, stream: str, real: TextIO | None) -> None:
         super().__init__()
         self.capture, self.stream = capture, stream
-        self._parts: list = []
+        self._parts: list[str] = []
         self._size = 0
         self._lock = threading.Lock()
         self._fd = real.fileno() if real is not None else -1
@@ -98,7 +104,8 @@ class LineStream(io.TextIOBase):
             raise io.UnsupportedOperation("fileno")
         return self._fd
 
-    def write(self, s) -> int:
+    def write(self, s: str) -> int:
+        """Keep ``s``; complete lines go to the capture."""
         if not isinstance(s, str):
             raise TypeError(f"write() argument must be str, not {type(s).__name__}")
         if not s:
@@ -129,8 +136,8 @@ class LineStream(io.TextIOBase):
             self.capture.add(self.stream, text + "\n")
 
 
-_capture: list = []         # [the Capture] once ``capture_output`` ran here
-_noted: set = set()         # notes printed by this process itself
+_capture: list[Capture] = []  # [the Capture] once ``capture_output`` ran here
+_noted: set[str] = set()    # notes printed by this process itself
 
 
 def capture_output() -> Capture:
@@ -185,16 +192,19 @@ class Printer:
     def __init__(self, prefix: bool = True, host: str | None = None) -> None:
         self.prefix = prefix
         self.host = host
-        self.notes: set = set()
+        self.notes: set[str] = set()
 
     def new_run(self) -> None:
+        """A new run: its notes are printed again."""
         self.notes = set()
 
     def tag(self, msg: Output) -> str:
+        """The prefix of the process's lines: ``(leaf 1234 on host) ``."""
         where = "" if msg.host == self.host else f" on {msg.host}"
         return f"(leaf {msg.pid}{where}) "
 
     def write(self, msg: Output) -> None:
+        """Write an OUTPUT message's lines (and its notes, once per run)."""
         tag = self.tag(msg) if self.prefix else ""
         for stream, text in msg.chunks:
             if stream == "note":
@@ -207,7 +217,8 @@ class Printer:
             _write(sys.stdout if stream == "out" else sys.stderr, text)
 
 
-def _write(stream, text: str) -> None:
+def _write(stream: TextIO, text: str) -> None:
+    """Write and flush, ignoring a stream nobody reads any more."""
     try:
         stream.write(text)
         stream.flush()

@@ -16,6 +16,7 @@ a few list entries. Times are ``time.perf_counter()`` while recording and wall c
 from __future__ import annotations
 
 import time
+from typing import Any
 
 MERGE_S = 1e-3          # spans of one kind closer than this are one
 MAX_ENTRIES = 200_000   # per list: a run that would make more keeps the first ones
@@ -26,13 +27,16 @@ class Recorder:
 
     __slots__ = ("offset", "spans", "marks", "asked")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.offset = time.time() - time.perf_counter()
-        self.spans: list = []   # [start, end, kind]
-        self.marks: list = []   # [time, kind, tasks, round trip]
-        self.asked = None       # perf_counter time of the request awaiting its answer
+        self.spans: list[list[Any]] = []    # [start, end, kind]: the end grows
+        self.marks: list[list[Any]] = []    # [time, kind, tasks, round trip]
+        self.asked: float | None = None     # perf_counter time of the request awaiting
+        #                                     its answer
 
     def span(self, kind: str, start: float, seconds: float) -> None:
+        """``seconds`` of ``kind`` from ``start`` (merged into the last span of that
+        kind when it ended within ``MERGE_S``)."""
         spans = self.spans
         if spans:
             last = spans[-1]
@@ -57,7 +61,8 @@ class Recorder:
         if len(self.marks) < MAX_ENTRIES:
             self.marks.append([now, kind, tasks, rtt])
 
-    def export(self) -> dict:
+    def export(self) -> dict[str, list[list[Any]]]:
+        """Spans and marks on the wall clock, for the root's timeline file."""
         off = self.offset
         return {"spans": [[round(s + off, 6), round(e + off, 6), k]
                           for s, e, k in self.spans],

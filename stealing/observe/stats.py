@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from typing import Any
 
 TOTAL_KEYS = ("spawns", "batches", "steals_local", "steals_remote", "steals_after_remote",
               "steals_split", "steals_failed", "split_tasks", "split_given",
@@ -38,7 +39,7 @@ TOTAL_KEYS = ("spawns", "batches", "steals_local", "steals_remote", "steals_afte
               "results_dropped", "leaves_added")
 
 
-def new_record(role: str, cluster: str = "local") -> dict:
+def new_record(role: str, cluster: str = "local") -> dict[str, Any]:
     """A fresh per-process record; counters start at zero for a job."""
     return {"role": role, "cluster": cluster, "host": socket.gethostname(),
             "pid": os.getpid(), "cpu_s": 0.0, "tasks": 0, "busy_s": 0.0, "idle_s": 0.0,
@@ -51,29 +52,34 @@ def new_record(role: str, cluster: str = "local") -> dict:
 class Meter:
     """Measures a process's CPU seconds over one job."""
 
-    def __init__(self, role: str, cluster: str = "local"):
+    record: dict[str, Any]          # this job's record (``new_record``), set by reset
+    _cpu0: float                    # process time at the job's start
+
+    def __init__(self, role: str, cluster: str = "local") -> None:
         self.role, self.cluster = role, cluster
-        self.extra: dict = {}        # fields kept across jobs (a GPU leaf's device)
+        self.extra: dict[str, Any] = {}  # fields kept across jobs (a GPU leaf's device)
         self.reset()
 
-    def keep(self, **fields) -> None:
+    def keep(self, **fields: Any) -> None:
         """Fields of the process itself, in this job's record and every later one."""
         self.extra.update(fields)
         self.record.update(fields)
 
     def reset(self) -> None:
+        """A new job: a fresh record (with the kept fields), CPU time from now."""
         self.record = new_record(self.role, self.cluster)
         self.record.update(self.extra)
         self._cpu0 = time.process_time()
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
+        """The record now, with the CPU seconds of the job so far."""
         rec = dict(self.record)
         rec["cpu_s"] = time.process_time() - self._cpu0
         return rec
 
 
-def startup_steps(marks: dict | None, began: float | None, ready: float,
-                  imported: float | None = None) -> dict:
+def startup_steps(marks: dict[str, float] | None, began: float | None, ready: float,
+                  imported: float | None = None) -> dict[str, float]:
     """Where a spawned process's start went, in seconds (``startup`` in its record):
     ``python_s`` from its parent's Spawn call until its main ran (MPI's launch, the
     interpreter, dac's first imports), ``mpi_s`` MPI_Init, ``init_s`` waiting for the
@@ -92,16 +98,17 @@ def startup_steps(marks: dict | None, began: float | None, ready: float,
     return {k: round(v, 4) for k, v in steps.items()}
 
 
-def totals(processes: list[dict], startup_s: float) -> dict:
+def totals(processes: list[dict[str, Any]], startup_s: float) -> dict[str, Any]:
     """The run's totals (``spawns``, ``batches``, steals, ``startup_s``, ``tasks``)."""
-    out = {key: sum(p.get(key, 0) for p in processes) for key in TOTAL_KEYS}
+    out: dict[str, Any] = {key: sum(p.get(key, 0) for p in processes)
+                           for key in TOTAL_KEYS}
     out["tasks"] = sum(p["tasks"] for p in processes)
     out["startup_s"] = round(startup_s, 6)
     out["processes"] = processes
     return out
 
 
-def format_stats(stats: dict) -> str:
+def format_stats(stats: dict[str, Any]) -> str:
     """A short human table of the statistics, printed by the demos."""
     lines = [
         f"start-up {stats['startup_s']:.3f} s, {stats['spawns']} spawns, "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TextIO
 
 from stealing.transport import protocol as P
 
@@ -21,12 +22,15 @@ DIR = os.environ.get("DAC_TRACE_DIR") or None
 class Trace:
     """One process's trace file."""
 
-    def __init__(self, who: str):
+    def __init__(self, who: str) -> None:
+        assert DIR is not None, "a Trace is made only when DAC_TRACE_DIR is set"
         os.makedirs(DIR, exist_ok=True)
         self.who = who
-        self.file = open(os.path.join(DIR, f"{os.getpid()}.trace"), "a", buffering=1)
+        self.file: TextIO = open(os.path.join(DIR, f"{os.getpid()}.trace"), "a",
+                                 buffering=1)
 
-    def message(self, way: str, link: str, tag: int, obj) -> None:
+    def message(self, way: str, link: str, tag: int, obj: object) -> None:
+        """One line: a message sent or taken (``way``) on ``link``."""
         self.file.write(f"{time.time():.6f} {self.who} {way} {link} {P.name(tag)} "
                         f"{summary(obj)}\n")
 
@@ -36,7 +40,7 @@ def open_trace(who: str) -> Trace | None:
     return Trace(who) if DIR else None
 
 
-def summary(obj) -> str:
+def summary(obj: object) -> str:
     """A message's fields, lists as their length and, for lists of tasks or results,
     the ids of split work (``path:number``): ``Results(results=2[0.1:7,12], want=5)``."""
     if hasattr(obj, "_fields"):
@@ -55,7 +59,7 @@ def summary(obj) -> str:
     return type(obj).__name__
 
 
-def _id(tid) -> str:
+def _id(tid: object) -> str:
     """A task id for the trace: the root's number, or ``path:number`` of split work."""
     if isinstance(tid, tuple) and len(tid) == 2 and isinstance(tid[0], tuple):
         return f"{'.'.join(map(str, tid[0]))}:{tid[1]}"

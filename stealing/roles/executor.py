@@ -10,15 +10,18 @@ that goes to every process in INIT; a leaf imports it when it first needs it
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import importlib
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from stealing.exceptions import TaskError
+from stealing.tree.tasks import Result, Task
 
 
 class Worker(Protocol):
     """What a leaf offers the executor while a task runs (``stealing.roles.leaf.Leaf``)."""
 
-    path: tuple
+    path: tuple[int, ...]
     """The leaf's address: the owner part of the ids of the spawns it splits off."""
 
     has_peers: bool
@@ -33,11 +36,11 @@ class Worker(Protocol):
         """Handle the messages waiting from the parent: a SPLIT calls the executor's
         ``split``, a RETURN its ``deliver``. Call it about every millisecond."""
 
-    def wait(self, done) -> None:
+    def wait(self, done: Callable[[], bool]) -> None:
         """Return when ``done()`` is true (a spawn split off to another leaf came
         back); meanwhile run other work on this leaf, nested on the caller's stack."""
 
-    def offer(self, tasks: list) -> None:
+    def offer(self, tasks: list[Task]) -> None:
         """Answer a split the executor owed (see ``TaskExecutor.split``) with ``tasks``."""
 
 
@@ -50,20 +53,21 @@ class TaskExecutor(Protocol):
         the leaf adds it to the tables of earlier jobs and passes the result to
         ``run_task`` and ``run_batch``."""
 
-    def run_task(self, payload: bytes, table: dict, worker: Worker | None = None) -> tuple:
+    def run_task(self, payload: bytes, table: dict,
+                 worker: Worker | None = None) -> Result:
         """Run one task payload; returns ``(task id, result bytes)``. With a ``worker``
         the task's spawns may be split off to other leaves (see ``split``)."""
 
-    def split(self, want: int) -> list:
+    def split(self, want: int) -> list[Task]:
         """Hand over up to ``want`` of the running task's oldest unstarted spawns as
         ``[(task id, payload bytes)]`` whose ids are ``(worker.path, number)``. With
         none to give, the executor owes them: it calls ``worker.offer`` at its next
         spawn. ``want == 0`` cancels what it owes."""
 
-    def deliver(self, results: list) -> None:
+    def deliver(self, results: list[Result]) -> None:
         """Results ``[(task id, result bytes)]`` of spawns this leaf split off."""
 
-    def run_batch(self, payloads: list, table: dict) -> list:
+    def run_batch(self, payloads: list[bytes], table: dict) -> list[Result]:
         """Run a batch of task payloads on this leaf's GPU; returns
         ``[(task id, result bytes)]``."""
 
@@ -78,14 +82,13 @@ class TaskExecutor(Protocol):
         the process (``where``; None: this leaf) and the exception object itself."""
 
 
-def load_executor(reference) -> TaskExecutor:
+def load_executor(reference: object) -> TaskExecutor:
     """The executor that ``reference`` names: ``"module:name"``, where ``name`` is a
     class or factory called with no arguments."""
-    import importlib
     if not isinstance(reference, str) or ":" not in reference:
         raise ValueError(f"a task executor is named \"module:name\", got {reference!r}")
     module, _, name = reference.partition(":")
-    factory = importlib.import_module(module)
+    factory: Any = importlib.import_module(module)     # then any attribute of it
     for part in name.split("."):
         factory = getattr(factory, part)
     return factory()

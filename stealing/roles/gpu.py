@@ -8,6 +8,9 @@ or no GPU in the topology).
 
 from __future__ import annotations
 
+import os
+import socket
+
 
 class GPUUnavailable(RuntimeError):
     """The topology gives this host a GPU that this process cannot use."""
@@ -20,7 +23,6 @@ def use_gpu(device: int, simulate: bool) -> None:
     host already sets, if any), so the leaf's CUDA context lives on its own GPU. With
     ``simulate`` the kernels run in numba's CUDA simulator instead.
     """
-    import os
     if simulate:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         return
@@ -37,10 +39,7 @@ def use_gpu(device: int, simulate: bool) -> None:
 
 def check_gpu(device: int) -> None:
     """Fail clearly, at start-up, when the topology's GPU is not there."""
-    import os
-    import socket
-
-    from numba import cuda
+    from numba import cuda  # lazy: ~1 s; GPU leaves only, once use_gpu pinned the device
     if not cuda.is_available():
         raise GPUUnavailable(
             f"host {socket.gethostname()} has no usable CUDA GPU for GPU leaf {device} "

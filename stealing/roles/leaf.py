@@ -26,24 +26,31 @@ spawns come back in RETURN messages (``TaskExecutor.deliver``).
 from __future__ import annotations
 
 import enum
+import importlib
 import os
 import signal
 import sys
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable, Iterable
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from stealing.exceptions import SetupFailure, process_error
-from stealing.observe.output import capture_output, finish_lines, release_output
+from stealing.exceptions import ProcessError, SetupFailure, process_error
+from stealing.observe.output import Capture, capture_output, finish_lines, release_output
 from stealing.observe.recorder import Recorder
 from stealing.observe.stats import Meter, startup_steps
-from stealing.roles.executor import load_executor
+from stealing.roles.executor import TaskExecutor, Worker, load_executor
 from stealing.roles.gpu import check_gpu, use_gpu
 from stealing.roles.script_env import ScriptModules, adopt
 from stealing.roles.status import Start
 from stealing.transport import protocol as P
 from stealing.transport.mailbox import IDLE_SLEEP, MAX_SLEEP, Mailbox
-from stealing.tree.tasks import is_split
+from stealing.tree.tasks import Result, Task, is_split
+
+if TYPE_CHECKING:
+    from mpi4py.MPI import Intercomm
 
 GPU_MIN_BATCH = 2048    # tasks a real GPU leaf asks for at least (see Leaf.want)
 
@@ -80,14 +87,31 @@ class Unwind(BaseException):
     one of its tasks failed: the task cannot finish, the leaf returns to its loop."""
 
 
-def _on_sigterm(signum, frame):
+def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
+    """SIGTERM's handler while the leaf works: abandon the task (``Abort``)."""
     raise Abort()
+
+
+def _leaf_meter(init: P.Init) -> Meter:
+    """A new leaf's statistics, with what ``init`` says of it: why it joined, its
+    address and its GPU."""
+    meter = Meter("leaf", init.cluster)
+    if init.joined:
+        meter.keep(joined=init.joined)
+    meter.keep(path=list(init.path))
+    if init.device >= 0:
+        meter.keep(device=init.device)
+    return meter
 
 
 class Leaf:
     """The state of one leaf: its batch, its unsent results and its job's functions."""
 
-    def __init__(self, MPI, parent, init: P.Init, start: Start, mailbox: Mailbox):
+    watchdog: Callable[[], None]    # called while it waits for messages (``serve``)
+
+    def __init__(self, MPI: ModuleType, parent: Intercomm, init: P.Init, start: Start,
+                 mailbox: Mailbox) -> None:
+        """A leaf as ``init`` says, talking to ``parent`` through ``mailbox``."""
         settings = init.settings
         self.parent = parent
         self.mailbox = mailbox
@@ -95,34 +119,24 @@ class Leaf:
         self.shm = start.shm
         if init.latency_ms:
             mailbox.set_delay(parent, init.latency_ms / 1000.0)
-        self.meter = Meter("leaf", init.cluster)
-        if init.joined:
-            self.meter.keep(joined=init.joined)
-        self.meter.keep(path=list(init.path))
-        self.tasks_per_leaf = init.tree.params.tasks_per_leaf
+        self.meter = _leaf_meter(init)
+        self._init_batches(init)
         self.start_marks, self.spawned_at = start.marks, init.spawned_at
         self.imported: float | None = None  # time its executor and preload were in
         self.session: int | None = None     # the attached script's (warm tree)
         self.script_modules: ScriptModules | None = None    # once a script attached
         self.preloaded = settings.preload
-        self.by_rate = settings.batch == "rate"
-        self.batch_s = settings.batch_s
-        self.slowdown = init.slowdown
-        self.batch_len = self.tasks_per_leaf
         self.device = init.device
         self.real_gpu = self.device >= 0 and not settings.gpu_simulate
         if self.device >= 0:
-            self.meter.keep(device=self.device)
             use_gpu(self.device, settings.gpu_simulate)
-        self.rate = None            # tasks per second, smoothed
-        self.win_tasks, self.win_busy = 0, 0.0
         self.one_shot = init.one_shot
         self.prefetch = settings.prefetch and not self.one_shot
-        self.tasks: deque = deque()
-        self.results: list = []
-        self.table: dict = {}
+        self.tasks: deque[Task] = deque()
+        self.results: list[Result] = []
+        self.table: dict[Any, Any] = {}     # the executor's: the job's functions
         self.executor_ref = settings.executor
-        self._executor = None
+        self._executor: TaskExecutor | None = None
         self.phase = Phase.NEW
         self.asking = Ask.NONE
         self.exhausted = False     # the parent said "no more" (no asking ahead)
@@ -131,18 +145,32 @@ class Leaf:
         self.has_peers = init.tree.leaves > 1   # other leaves may steal from it
         # Only a persistent CPU leaf is a worker (see the module docstring); a
         # spawn-per-batch or GPU leaf runs each task serially, as it comes.
-        self.worker = self if not self.one_shot and self.device < 0 else None
+        self.worker: Worker | None = self if not self.one_shot and self.device < 0 else None
         self.owed = 0               # a split asked before the next task started
         self.split_owed = False     # the running task owes a split its next spawn pays
         self.seq = 0                # number of its latest request
         self.running = 0            # tasks under way (nested ones while waiting)
         self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
-        self.timeline = None        # a Recorder when the job asked for a timeline
-        self.capture = None         # a stealing.observe.output.Capture: what tasks print
+        self.timeline: Recorder | None = None   # when the job asked for a timeline
+        self.capture: Capture | None = None     # what tasks print
         self.host = self.meter.record["host"]
+        self.job_id: int | None = None      # the job it has the functions of
+
+    def _init_batches(self, init: P.Init) -> None:
+        """How many tasks it asks for (``want``): ``tasks_per_leaf``, or ``batch_s``
+        seconds of work at the rate measured over windows of its tasks (kept apart
+        from ``__init__``, which holds its links and its requests' state)."""
+        settings = init.settings
+        self.tasks_per_leaf = init.tree.params.tasks_per_leaf
+        self.by_rate = settings.batch == "rate"
+        self.batch_s = settings.batch_s
+        self.slowdown = init.slowdown       # an emulated slower host (1.0: none)
+        self.batch_len = self.tasks_per_leaf
+        self.rate: float | None = None      # tasks per second, smoothed
+        self.win_tasks, self.win_busy = 0, 0.0
 
     @property
-    def executor(self):
+    def executor(self) -> TaskExecutor:
         """The task executor INIT names, imported when first needed."""
         if self._executor is None:
             self._executor = load_executor(self.executor_ref)
@@ -153,7 +181,8 @@ class Leaf:
         """A steal request waits for its answer."""
         return self.asking in PENDING
 
-    def send(self, tag, obj) -> None:
+    def send(self, tag: int, obj: object) -> None:
+        """Send ``obj`` (a ``protocol`` payload) to the parent, unless it said BYE."""
         if self.phase is Phase.STOPPED:     # the parent disconnects and reads no more
             return
         self.mailbox.send(self.parent, obj, 0, tag)
@@ -178,36 +207,13 @@ class Leaf:
         self.results = []
 
     # messages ------------------------------------------------------------------
-    def handle(self, tag, msg) -> None:
+    def handle(self, tag: int, msg: Any) -> None:
+        """React to one message from the parent (``msg``: the payload ``tag``
+        carries, ``protocol.PAYLOADS``)."""
         if tag == P.TASKS:
-            self.tasks.extend(msg.tasks)
-            self.batch_len = len(msg.tasks)
-            if self.asking is Ask.REFUSED:
-                self.asking = Ask.NONE
-            if any(not is_split(t[0]) for t in msg.tasks):
-                # tasks of the root's pool: the parent may have more (prefetch
-                # again); work split off another leaf says nothing of the pool
-                # (asking ahead for more would only bring "no more")
-                self.exhausted = False
-            if self.timeline is not None:   # (the first batch of a round too)
-                self.timeline.answer("split" if is_split(msg.tasks[0][0])
-                                     else "local", len(msg.tasks))
-            if msg.seq == self.seq:         # (else it answers a request replaced since)
-                self.withdraw()
-            if self.phase is Phase.NEW:
-                self.phase = Phase.WORKING
-            rec = self.meter.record
-            rec["batches"] += 1
-            rec["largest_batch"] = max(rec.get("largest_batch", 0), len(msg.tasks))
+            self._take_tasks(msg)
         elif tag == P.NOMORE:
-            self.exhausted = True   # the parent had nothing: no asking ahead (it
-            #                         says so even if the request was since replaced)
-            if not self.requested or msg.seq != self.seq:
-                return              # the answer to a request withdrawn or replaced
-            # a refused refill leaves no request; a refused idle one waits for TASKS
-            if self.timeline is not None:
-                self.timeline.answer("failed", 0)
-            self.asking = Ask.NONE if self.asking is Ask.REFILL else Ask.REFUSED
+            self._refused(msg)
         elif tag == P.SPLIT:
             self.split(msg.want)
         elif tag == P.RETURN:
@@ -229,8 +235,43 @@ class Leaf:
         else:
             raise RuntimeError(f"leaf: unexpected {P.name(tag)}")
 
+    def _take_tasks(self, msg: P.Tasks) -> None:
+        """TASKS: a batch joins the queue; it answers the request ``msg.seq``."""
+        self.tasks.extend(msg.tasks)
+        self.batch_len = len(msg.tasks)
+        if self.asking is Ask.REFUSED:
+            self.asking = Ask.NONE
+        if any(not is_split(t[0]) for t in msg.tasks):
+            # tasks of the root's pool: the parent may have more (prefetch
+            # again); work split off another leaf says nothing of the pool
+            # (asking ahead for more would only bring "no more")
+            self.exhausted = False
+        if self.timeline is not None:   # (the first batch of a round too)
+            self.timeline.answer("split" if is_split(msg.tasks[0][0])
+                                 else "local", len(msg.tasks))
+        if msg.seq == self.seq:         # (else it answers a request replaced since)
+            self.withdraw()
+        if self.phase is Phase.NEW:
+            self.phase = Phase.WORKING
+        rec = self.meter.record
+        rec["batches"] += 1
+        rec["largest_batch"] = max(rec.get("largest_batch", 0), len(msg.tasks))
+
+    def _refused(self, msg: P.NoMore) -> None:
+        """NOMORE: the parent had nothing for the request ``msg.seq``."""
+        self.exhausted = True   # the parent had nothing: no asking ahead (it
+        #                         says so even if the request was since replaced)
+        if not self.requested or msg.seq != self.seq:
+            return              # the answer to a request withdrawn or replaced
+        # a refused refill leaves no request; a refused idle one waits for TASKS
+        if self.timeline is not None:
+            self.timeline.answer("failed", 0)
+        self.asking = Ask.NONE if self.asking is Ask.REFILL else Ask.REFUSED
+
     def load_job(self, job: P.Job) -> None:
-        if job.job_id != getattr(self, "job_id", None):
+        """JOB: a new job restarts the counters; its functions join the table; the
+        first job's READY says the leaf is up."""
+        if job.job_id != self.job_id:
             self.job_id = job.job_id
             self.meter.reset()
             if self.phase is Phase.WORKING:
@@ -355,7 +396,7 @@ class Leaf:
                 raise Unwind()
             got = mb.poll(comms)
 
-    def wait(self, done) -> None:
+    def wait(self, done: Callable[[], bool]) -> None:
         """Until ``done()``: run queued tasks, or ask the parent for work, nested on
         this stack; in between, sleep until a message comes (never spin)."""
         mb, comms = self.mailbox, [self.parent]
@@ -376,6 +417,7 @@ class Leaf:
                     asked = True
                 t0 = time.perf_counter()
                 got = mb.wait(comms, on_idle=self.watchdog, max_sleep=MAX_SLEEP)
+                assert got is not None      # (no timeout: it waits for a message)
                 self.idle_in_task += time.perf_counter() - t0
                 if self.timeline is not None:
                     self.timeline.span("idle", t0, time.perf_counter() - t0)
@@ -391,7 +433,7 @@ class Leaf:
         task's; the time a task spends waiting with nothing to run is idle time."""
         tid, payload = self.tasks.popleft()
         outer = self.status.current
-        self.status.task(-1 if is_split(tid) else tid)
+        self.status.task(tid)
         t0 = time.perf_counter()
         idle0 = self.idle_in_task
         self.running += 1
@@ -461,7 +503,8 @@ class Leaf:
         self.win_busy += spent
         self.results.extend(results)
 
-    def report_error(self, payload, exc) -> None:
+    def report_error(self, payload: bytes, exc: BaseException) -> None:
+        """A task raised: report it as its ``TaskError`` and wait to be stopped."""
         tb = traceback.format_exc()
         finish_lines()
         self.send_output()
@@ -471,7 +514,8 @@ class Leaf:
         self.tasks.clear()
         self.results = []
 
-    def serve(self, watchdog) -> None:
+    def serve(self, watchdog: Callable[[], None]) -> None:
+        """Work until stopped; a task abandoned (``Unwind``) drops the queue."""
         self.watchdog = watchdog
         while True:
             try:
@@ -517,8 +561,10 @@ class Leaf:
             self.send_output()
             t0 = time.perf_counter()
             eager = self.requested or (working and not self.exhausted)
-            _, _, tag, msg = mb.wait(comms, on_idle=watchdog,
-                                     max_sleep=MAX_SLEEP if eager else IDLE_SLEEP)
+            got = mb.wait(comms, on_idle=watchdog,
+                          max_sleep=MAX_SLEEP if eager else IDLE_SLEEP)
+            assert got is not None          # (no timeout: it waits for a message)
+            _, _, tag, msg = got
             if working:
                 waited = time.perf_counter() - t0
                 self.meter.record["idle_s"] += waited
@@ -527,10 +573,9 @@ class Leaf:
             self.handle(tag, msg)
 
 
-def preload(modules) -> None:
+def preload(modules: Iterable[str]) -> None:
     """Import what the job will need while the root is still busy (``preload=``):
     a cold interpreter spends most of its start-up importing numba and the like."""
-    import importlib
     for name in modules:
         try:
             importlib.import_module(name)
@@ -539,18 +584,20 @@ def preload(modules) -> None:
                   file=sys.stderr)
 
 
-def _refuse_to_start(mailbox, parent, error) -> None:
+def _refuse_to_start(mailbox: Mailbox, parent: Intercomm, error: ProcessError) -> None:
     """Report why this leaf cannot work (``error``, a ``ProcessError``), then wait for
     the root to stop the run."""
     mailbox.send(parent, P.Failure(error), 0, P.ERROR)
     while True:
-        _, _, tag, _ = mailbox.wait([parent])
-        if tag == P.STOP:
+        got = mailbox.wait([parent])
+        assert got is not None              # (no timeout: it waits for a message)
+        if got[2] == P.STOP:
             mailbox.send(parent, P.Bye([]), 0, P.BYE)
             return
 
 
-def serve(MPI, parent, init: P.Init, start: Start, mailbox: Mailbox, watchdog) -> None:
+def serve(MPI: ModuleType, parent: Intercomm, init: P.Init, start: Start, mailbox: Mailbox,
+          watchdog: Callable[[], None]) -> None:
     """Run the leaf; on SIGTERM (the root stopping a run mid-task) leave cleanly:
     take the STOP message, say BYE, and let the caller disconnect. A leaf that cannot
     start (no GPU, an executor that does not import) says why and waits to be

@@ -11,11 +11,25 @@ kept here until the job's are asked for.
 
 from __future__ import annotations
 
+import sys
 import time
+from typing import TYPE_CHECKING, Any
 
+from stealing.exceptions import LostProcessError
+from stealing.host.losses import describe_loss, read_lost_records
+from stealing.observe.stats import new_record
 from stealing.transport import protocol as P
 from stealing.transport.protocol import RunSettings
+from stealing.tree.tasks import Task, TaskId
 from stealing.tree.topology import is_this_machine
+
+if TYPE_CHECKING:
+    from mpi4py.MPI import Intercomm
+
+    from stealing.observe.stats import Meter
+    from stealing.transport.mailbox import Mailbox
+    from stealing.tree.plan import StealParams
+    from stealing.tree.policy import Action, StealPolicy
 
 
 class Child:
@@ -24,14 +38,18 @@ class Child:
     __slots__ = ("comm", "rank", "role", "index", "pids", "spec", "seq", "stats_due",
                  "host", "leaving", "wide")
 
-    def __init__(self, comm, rank, role, index, spec=None):
-        self.comm, self.rank, self.role = comm, rank, role
+    def __init__(self, comm: Intercomm | None, rank: int, role: str, index: int,
+                 spec: dict[str, Any] | None = None) -> None:
+        # its link (None: a spawn-per-batch slot with no leaf now, or a child gone)
+        self.comm: Intercomm | None = comm
+        self.rank, self.role = rank, role
         self.index = index      # its number in the policy (actions name it)
-        self.spec = spec or {}  # its node of the plan (host, cluster, slowdown, ...)
-        self.pids = []          # processes of its subtree (for cleanup)
+        # its node of the plan (host, cluster, slowdown, ...)
+        self.spec: dict[str, Any] = spec or {}
+        self.pids: list[int] = []       # processes of its subtree (for cleanup)
         self.seq = 0            # number of its latest request (answers carry it)
         self.stats_due = False  # it owes this job's STATS
-        self.host = None        # its host, once it said READY
+        self.host: str | None = None    # its host, once it said READY
         self.leaving = False    # told to stop by shrink: only its BYE is read
         self.wide = False       # its link crosses clusters (it is in another one)
 
@@ -39,13 +57,49 @@ class Child:
 class Membership:
     """Lost, replaced, added and departing children of a ``Node``."""
 
+    # what this mix-in uses of ``Node``: set and defined there
+    mailbox: Mailbox
+    meter: Meter
+    init: P.Init
+    params: StealParams
+    policy: StealPolicy
+    children: list[Child]
+    comms: list[Intercomm]
+    job: P.Job | None
+    stats_wait: list[Any] | None
+    stopping: int | None
+
+    if TYPE_CHECKING:
+        def before_spawn(self) -> None: ...
+
+        def on_stats_done(self) -> None: ...
+
+        def on_error(self, msg: P.Failure) -> None: ...
+
+        def apply(self, actions: list[Action]) -> None: ...
+
+        def send(self, comm: Intercomm | None, rank: int, tag: int, obj: object) -> None: ...
+
+        def _spawn(self, count: int, host: str | None) -> Intercomm: ...
+
+        def new_child(self, comm: Intercomm | None, rank: int, role: str, index: int,
+                      kid: dict[str, Any]) -> Child: ...
+
+        def _introduce(self, comm: Intercomm, rank: int, kid: dict[str, Any],
+                       spawned_at: float, index: int | None = None,
+                       one_shot: bool = False, joined: str = "") -> None: ...
+
     def init_membership(self, settings: RunSettings) -> None:
+        """The mix-in's own state (``Node.__init__`` calls it)."""
         self.fault_tolerant = settings.fault_tolerant
         self.max_attempts = settings.max_attempts
-        self.attempts: dict = {}        # task id -> processes lost while it ran there
-        self.gone: list = []            # records of children lost (or left) this job
-        self._at_stats = None           # counters when the job's statistics were asked
-        self.departed: set = set()      # pids of processes lost or let go
+        # task id -> processes lost while it ran there
+        self.attempts: dict[TaskId, int] = {}
+        # records of children lost (or left) this job
+        self.gone: list[dict[str, Any]] = []
+        # counters when the job's statistics were asked: (losses, leaves added, gone)
+        self._at_stats: tuple[dict[str, int], int, int] | None = None
+        self.departed: set[int] = set()     # pids of processes lost or let go
 
     # a lost child -------------------------------------------------------------
     def lose_child(self, child: Child) -> None:
@@ -54,6 +108,7 @@ class Membership:
         task that was running each time its process died ``max_attempts`` times fails
         the run, and a new process takes the child's place on the same host."""
         comm = child.comm
+        assert comm is not None             # its link is the one that failed
         self.mailbox.forget(comm)
         if comm in self.comms:
             self.comms.remove(comm)
@@ -80,10 +135,9 @@ class Membership:
         if child.role != "slot":
             self.replace(child)
 
-    def loss_record(self, child: Child) -> dict | None:
+    def loss_record(self, child: Child) -> dict[str, Any] | None:
         """What the child's monitor wrote when it died (exit code or signal, the task
         it ran), when the child ran on this host; None if there is none."""
-        from stealing.host.losses import read_lost_records
         run_dir = self.init.tree.run_dir
         if not run_dir or not child.pids or not is_this_machine(child.host):
             return None
@@ -96,22 +150,21 @@ class Membership:
                 return None
             time.sleep(0.01)
 
-    def count_attempt(self, child: Child, record, tasks: list) -> bool:
+    def count_attempt(self, child: Child, record: dict[str, Any] | None,
+                      tasks: list[Task]) -> bool:
         """Count a lost process against the tasks it was running (the one its monitor
         names, else every task it held); True when one has now lost ``max_attempts``
         processes: the run fails with a ``LostProcessError`` naming it."""
         ids = {t[0]: t for t in tasks}
         tid = record["tid"] if record else -1
         suspects = [tid] if tid in ids else list(ids)
-        worst = None
+        worst: TaskId | None = None
         for t in suspects:
             self.attempts[t] = self.attempts.get(t, 0) + 1
             if self.attempts[t] >= self.max_attempts and worst is None:
                 worst = t
         if worst is None:
             return False
-        from stealing.exceptions import LostProcessError
-        from stealing.host.losses import describe_loss
         how = describe_loss(record) if record else "lost (its link failed)"
         code = record["code"] if record else None
         err = LostProcessError(
@@ -125,7 +178,7 @@ class Membership:
         self.fail(P.Failure(err, ids[worst][1]))
         return True
 
-    def fail(self, failure) -> None:
+    def fail(self, failure: P.Failure) -> None:
         """The run cannot go on: report ``failure`` as a task's error."""
         self.on_error(failure)
 
@@ -136,12 +189,11 @@ class Membership:
         try:
             self.join(dict(old.spec, joined="replace"))
         except Exception as exc:                            # noqa: BLE001
-            import sys
             print(f"dac: no new {old.role} on {old.spec.get('host') or 'this machine'} "
                   f"in place of a lost one ({exc}); the others take its work",
                   file=sys.stderr)
 
-    def join(self, kid: dict) -> Child:
+    def join(self, kid: dict[str, Any]) -> Child:
         """Spawn a process for plan node ``kid`` while the tree runs: it gets INIT,
         the job's functions, and its share of the work at once (or a split of a busy
         child's, when the pool is empty)."""
@@ -160,7 +212,8 @@ class Membership:
         self.apply(self.policy.distribute())
         return child
 
-    def grow(self, count: int, host=None, cluster: str = "local") -> list:
+    def grow(self, count: int, host: str | None = None,
+             cluster: str = "local") -> list[Child]:
         """Add ``count`` leaves under this node while the tree runs (``Runtime.grow``):
         each is spawned on ``host`` (None: this machine) with a link of its own."""
         added = []
@@ -172,14 +225,14 @@ class Membership:
                 self.meter.record.get("leaves_added", 0) + 1
         return added
 
-    def shrinkable(self) -> list:
+    def shrinkable(self) -> list[Child]:
         """The leaves ``shrink`` may let go, newest first: those with a link of their
         own (added by ``grow``, or any leaf under fault tolerance), not leaving."""
         return [child for child in reversed(self.children)
                 if child.role == "leaf" and child.comm is not None and not child.leaving
                 and sum(c.comm is child.comm for c in self.children) == 1]
 
-    def shrink(self, count: int) -> list:
+    def shrink(self, count: int) -> list[Child]:
         """Let ``count`` leaves go (``Runtime.shrink``), the newest first, among
         ``shrinkable``: each is told to stop, and every task it held is given to the
         others at once (a task it was running starts again elsewhere)."""
@@ -196,6 +249,7 @@ class Membership:
     def _part(self, child: Child) -> None:
         """A leaf that was let go said BYE: its link is closed (it has one of its own)."""
         comm, child.comm = child.comm, None
+        assert comm is not None             # its BYE came on it
         self.mailbox.flush(timeout=10)
         self.mailbox.forget(comm)
         self.comms.remove(comm)
@@ -231,10 +285,10 @@ class Membership:
 
 
 
-def _gone_record(child: Child, record: dict | None, left: bool = False) -> dict:
+def _gone_record(child: Child, record: dict[str, Any] | None,
+                 left: bool = False) -> dict[str, Any]:
     """The statistics record of a lost child (or one that ``left``): what is known
     of it."""
-    from stealing.observe.stats import new_record
     rec = new_record(child.role if child.role != "slot" else "leaf",
                      child.spec.get("cluster", "local"))
     rec.update(pid=record["pid"] if record else (child.pids[0] if child.pids else 0),

@@ -15,8 +15,12 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Union
 
+from stealing.exceptions import RemoteError
 from stealing.observe.recorder import Recorder
 from stealing.observe.stats import Meter
 from stealing.roles.membership import Child, Membership
@@ -34,14 +38,22 @@ from stealing.tree.policy import (
     StealPolicy,
     Yield,
 )
+from stealing.tree.tasks import Result, Task
 from stealing.tree.topology import is_this_machine
+
+if TYPE_CHECKING:
+    from mpi4py.MPI import Intercomm
+
+# what ``StealPolicy`` decides: the node carries each out (``Node.apply``)
+PolicyAction = Union[Give, Refuse, AskParent, SendResults, AskSplit, Yield, Route]
 
 
 class Node(Membership):
     """Children, links and messages of one non-leaf process; ``policy`` decides; the
     children it loses, adds and lets go are ``Membership``'s business."""
 
-    def __init__(self, MPI, mailbox: Mailbox, meter: Meter, init: P.Init, parent=None):
+    def __init__(self, MPI: ModuleType, mailbox: Mailbox, meter: Meter, init: P.Init,
+                 parent: Intercomm | None = None) -> None:
         self.MPI = MPI
         self.mailbox = mailbox
         self.meter = meter
@@ -49,21 +61,24 @@ class Node(Membership):
         self.params = init.tree.params
         self.parent = parent            # intercomm to the parent, None at the root
         self.children: list[Child] = []
-        self.comms: list = []           # distinct child intercomms, for polling
+        self.comms: list[Intercomm] = []    # distinct child intercomms, for polling
         settings = init.settings
         self.policy = StealPolicy(self.params.steal_factor, has_parent=parent is not None,
                                   remote=settings.remote, batch_s=settings.batch_s)
         self.policy.path = init.path    # this node's address: child indices from the root
-        self.job = None                 # P.Job with every function so far: late spawns
-        self.one_shot_stats: list = []  # records of finished spawn-per-batch leaves
-        self.stats_wait = None          # [children left to answer, records]
-        self.stopping = None            # children left to say BYE, or None
-        self.errors: list = []
+        self.job: P.Job | None = None   # every function so far: for late spawns
+        # records of finished spawn-per-batch leaves
+        self.one_shot_stats: list[dict[str, Any]] = []
+        # [children left to answer (int), their records (list of dicts)], or None
+        self.stats_wait: list[Any] | None = None
+        self.stopping: int | None = None    # children left to say BYE, or None
+        self.errors: list[RemoteError] = []
         self.init_membership(settings)
-        self.timeline = None            # a Recorder when the job asked for a timeline
+        # a Recorder when the job asked for a timeline
+        self.timeline: Recorder | None = None
 
     # building the subtree ------------------------------------------------------
-    def spawn_children(self, plan: dict) -> None:
+    def spawn_children(self, plan: dict[str, Any]) -> None:
         """Spawn this node's children as the plan says (Algorithm 5.3.2), one Spawn call
         per host, each naming its host (none for this machine)."""
         kids = plan["children"]
@@ -88,7 +103,7 @@ class Node(Membership):
                 self._add_child(comm, i, role, kid["procs"], kid)
                 self._introduce(comm, i, kid, spawned_at=began)
 
-    def _spawn(self, count: int, host):
+    def _spawn(self, count: int, host: str | None) -> Intercomm:
         """Spawn ``count`` dac processes on ``host``; under fault tolerance their link
         returns errors instead of ending the job when they die."""
         comm = spawn(self.MPI, count, _spawn_host(host), self.init.tree.run_dir,
@@ -97,17 +112,19 @@ class Node(Membership):
             comm.Set_errhandler(self.MPI.ERRORS_RETURN)
         return comm
 
-    def _add_child(self, comm, rank: int, role: str, procs: int, kid: dict) -> None:
+    def _add_child(self, comm: Intercomm | None, rank: int, role: str, procs: int,
+                   kid: dict[str, Any]) -> None:
         index = self.policy.add_child(role, procs, kid["tasks"])
         self.new_child(comm, rank, role, index, kid)
 
-    def new_child(self, comm, rank: int, role: str, index: int, kid: dict) -> Child:
+    def new_child(self, comm: Intercomm | None, rank: int, role: str, index: int,
+                  kid: dict[str, Any]) -> Child:
         child = Child(comm, rank, role, index, kid)
         child.wide = kid.get("cluster", "local") != self.meter.cluster
         self.children.append(child)
         return child
 
-    def count_wide(self, key: str, items) -> None:
+    def count_wide(self, key: str, items: Sequence[Task | Result]) -> None:
         """``items`` (tasks or results) crossed a cluster link: count them and their
         payload bytes (``stealing.observe.stats``)."""
         rec = self.meter.record
@@ -115,7 +132,8 @@ class Node(Membership):
         rec["bytes_wide"] += sum(len(x[1]) for x in items
                                  if type(x) is tuple and type(x[1]) is bytes)
 
-    def _introduce(self, comm, rank: int, kid: dict, spawned_at: float,
+    def _introduce(self, comm: Intercomm, rank: int, kid: dict[str, Any],
+                   spawned_at: float,
                    index: int | None = None, one_shot: bool = False,
                    joined: str = "") -> None:
         """Send a new child its INIT; a link with emulated latency is delayed here too."""
@@ -153,26 +171,32 @@ class Node(Membership):
     def _retire_one_shot(self, child: Child) -> None:
         """A spawn-per-batch leaf returned its results and exits: disconnect it."""
         comm = child.comm
+        assert comm is not None             # it sent its last word on this link
         self.mailbox.flush()
         comm.Disconnect()
         self.comms.remove(comm)
         child.comm = None
 
     # messages ------------------------------------------------------------------
-    def send(self, comm, rank, tag, obj) -> None:
+    def send(self, comm: Intercomm | None, rank: int, tag: int, obj: object) -> None:
+        """Send ``obj`` (a ``protocol`` payload, or None) to child ``rank`` of ``comm``."""
+        assert comm is not None             # a child without a link gets nothing
         self.mailbox.send(comm, obj, rank, tag)
 
-    def send_up(self, tag, obj) -> None:
+    def send_up(self, tag: int, obj: object) -> None:
+        """Send ``obj`` to the parent (a router's: the root has none)."""
+        assert self.parent is not None      # only a router sends up
         self.mailbox.send(self.parent, obj, 0, tag)
 
-    def child_of(self, comm, rank) -> Child:
+    def child_of(self, comm: Intercomm, rank: int) -> Child:
         for c in self.children:
             if c.comm is comm and c.rank == rank:
                 return c
         raise RuntimeError(f"message from an unknown child (rank {rank})")
 
-    def handle_child(self, comm, rank, tag, msg) -> None:
-        """React to one message from a child."""
+    def handle_child(self, comm: Intercomm, rank: int, tag: int, msg: Any) -> None:
+        """React to one message from a child (``msg``: the payload ``tag`` carries,
+        ``protocol.PAYLOADS``; for ``LOST``, the MPI error)."""
         child = self.child_of(comm, rank)
         if tag == P.LOST:
             self.lose_child(child)
@@ -184,26 +208,13 @@ class Node(Membership):
             if tag == P.BYE:
                 self._part(child)
             return
-        if child.wide and tag in (P.RESULTS, P.STOLEN):
-            if tag == P.RESULTS:
-                self.count_wide("results_wide", msg.results)
-                self.meter.record["steals_wide"] += bool(msg.want)
-            else:
-                self.count_wide("tasks_wide", msg.tasks)
+        if child.wide and tag == P.RESULTS:
+            self.count_wide("results_wide", msg.results)
+            self.meter.record["steals_wide"] += bool(msg.want)
+        elif child.wide and tag == P.STOLEN:
+            self.count_wide("tasks_wide", msg.tasks)
         if tag == P.RESULTS:
-            if msg.want:
-                child.seq = msg.seq
-            mine, routes = self.policy.results_from(child.index, msg.results)
-            self.take_results(mine)
-            self.apply(routes)
-            if msg.leaf_stats is not None:      # a spawn-per-batch leaf's last word
-                self.one_shot_stats.append(msg.leaf_stats)
-                child.pids = []
-                self._retire_one_shot(child)
-                if self.stopping is not None:   # it ended before reading STOP
-                    self.stopping -= 1
-                    return
-            self.apply(self.policy.child_wants(child.index, msg.want, msg.idle))
+            self._child_results(child, msg)
         elif tag == P.STOLEN:
             self.apply(self.policy.on_split_answer(child.index, msg.tasks))
         elif tag == P.READY:
@@ -214,41 +225,70 @@ class Node(Membership):
         elif tag == P.ERROR:
             self.on_error(msg)
         elif tag == P.STATS:
-            child.stats_due = False
-            self.stats_wait[0] -= 1
-            self.stats_wait[1].extend(msg.records)
-            if self.stats_wait[0] == 0:
-                self.on_stats_done()
+            self._child_stats(child, msg)
         elif tag == P.BYE:
+            assert self.stopping is not None    # BYE answers STOP
             self.stopping -= 1
             if child.role == "slot":            # a spawn-per-batch leaf stopped early
                 self._retire_one_shot(child)
         else:
             raise RuntimeError(f"unexpected {P.name(tag)} from a child")
 
+    def _child_results(self, child: Child, msg: P.Results) -> None:
+        """RESULTS: the policy keeps or routes them, then serves the request they
+        carry; a spawn-per-batch leaf's last message retires it."""
+        if msg.want:
+            child.seq = msg.seq
+        mine, routes = self.policy.results_from(child.index, msg.results)
+        self.take_results(mine)
+        self.apply(routes)
+        if msg.leaf_stats is not None:      # a spawn-per-batch leaf's last word
+            self.one_shot_stats.append(msg.leaf_stats)
+            child.pids = []
+            self._retire_one_shot(child)
+            if self.stopping is not None:   # it ended before reading STOP
+                self.stopping -= 1
+                return
+        self.apply(self.policy.child_wants(child.index, msg.want, msg.idle))
+
+    def _child_stats(self, child: Child, msg: P.Stats) -> None:
+        """STATS: one more child answered the statistics request; the last one
+        completes it (``on_stats_done``)."""
+        assert self.stats_wait is not None  # STATS answers this node's STATS_REQ
+        child.stats_due = False
+        self.stats_wait[0] -= 1
+        self.stats_wait[1].extend(msg.records)
+        if self.stats_wait[0] == 0:
+            self.on_stats_done()
+
     # hooks the root and the router fill in
-    def take_results(self, results) -> None:
+    def take_results(self, results: list[Result]) -> None:
+        """Results this node keeps (a router: they go up with its next request)."""
         self.policy.keep_results(results)
 
-    def on_ready(self, msg) -> None:
+    def on_ready(self, msg: P.Ready) -> None:
+        """Processes of the subtree are ready: up to the root."""
         self.send_up(P.READY, msg)
 
-    def on_error(self, msg) -> None:
+    def on_error(self, msg: P.Failure) -> None:
+        """A task or a process failed: up to the root, which raises it."""
         self.send_up(P.ERROR, msg)
 
-    def on_output(self, msg) -> None:
+    def on_output(self, msg: P.Output) -> None:
         """Lines a leaf printed (``stealing.observe.output``): up to the root."""
         self.send_up(P.OUTPUT, msg)
 
     def on_stats_done(self) -> None:
+        """Every child answered STATS_REQ (the root and the router differ)."""
         raise NotImplementedError
 
     # the policy's events and decisions -----------------------------------------
-    def add_tasks(self, tasks) -> None:
+    def add_tasks(self, tasks: list[Task]) -> None:
         """Tasks from the parent (or the root's expansion)."""
         self.apply(self.policy.on_tasks(tasks))
 
     def on_nomore(self) -> None:
+        """The parent has no more tasks for now (a failed remote steal)."""
         self.apply(self.policy.on_nomore())
 
     def on_split_request(self, msg: P.Split) -> None:
@@ -268,7 +308,7 @@ class Node(Membership):
         if self.policy.retry_in() == 0.0:
             self.apply(self.policy.retry())
 
-    def apply(self, actions) -> None:
+    def apply(self, actions: Iterable[PolicyAction]) -> None:
         """Carry out the policy's decisions, in order."""
         for action in actions:
             if isinstance(action, Give):
@@ -330,6 +370,8 @@ class Node(Membership):
                 self.send(c.comm, c.rank, P.JOB, job)
 
     def request_stats(self) -> None:
+        """The job ended: ask every live child for its statistics (``collected_stats``
+        once all answered)."""
         self._at_stats = (dict(self.policy.losses),
                           self.meter.record.get("leaves_added", 0), len(self.gone))
         self.apply(self.policy.end_job())
@@ -341,19 +383,22 @@ class Node(Membership):
         if not live:
             self.on_stats_done()
 
-    def collected_stats(self) -> list:
+    def collected_stats(self) -> list[dict[str, Any]]:
         """Own record, the children's records and the finished one-shot leaves'."""
         own = self.meter.snapshot()
         own.update(self.policy.counters)
         own.update(self.policy.losses)
         if self.timeline is not None:
             own["timeline"] = self.timeline.export()
+        assert self.stats_wait is not None  # asked for by request_stats
         records = [own] + self.stats_wait[1] + self.gone
         if self.one_shot_stats:
             records.append(_merge_one_shot(self.one_shot_stats))
         return records
 
     def begin_stop(self) -> None:
+        """Tell every child to stop (a leaf let go is waited for first); each
+        answers BYE."""
         for c in self.children:
             if c.leaving and c.comm is not None:
                 self._part_at_stop(c)
@@ -364,16 +409,18 @@ class Node(Membership):
             self.send(c.comm, c.rank, P.STOP, None)
 
     def finish_stop(self) -> None:
+        """Every child said BYE: complete the sends and close the links."""
         self.mailbox.flush(timeout=10)
         for comm in self.comms:
             comm.Disconnect()
         self.comms = []
 
-    def subtree_pids(self) -> list:
+    def subtree_pids(self) -> list[int]:
+        """This process and those below it (for the root's clean-up)."""
         return [os.getpid()] + [p for c in self.children for p in c.pids]
 
 
-def _merge_one_shot(records: list) -> dict:
+def _merge_one_shot(records: list[dict[str, Any]]) -> dict[str, Any]:
     """All spawn-per-batch leaves of a node as one record (they are one slot each)."""
     merged = dict(records[0])
     for key in ("cpu_s", "tasks", "busy_s", "idle_s", "batches"):
@@ -383,9 +430,9 @@ def _merge_one_shot(records: list) -> dict:
     return merged
 
 
-def _by_host(kids: list) -> list:
+def _by_host(kids: list[dict[str, Any]]) -> list[tuple[str | None, list[dict[str, Any]]]]:
     """Consecutive children on the same host, in order: ``[(host, [kid, ...]), ...]``."""
-    groups = []
+    groups: list[tuple[str | None, list[dict[str, Any]]]] = []
     for kid in kids:
         host = kid.get("host")
         if groups and groups[-1][0] == host:
@@ -395,6 +442,6 @@ def _by_host(kids: list) -> list:
     return groups
 
 
-def _spawn_host(host):
+def _spawn_host(host: str | None) -> str | None:
     """The ``host`` info value for a spawn: None for this machine."""
     return None if is_this_machine(host) else host

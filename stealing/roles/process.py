@@ -18,16 +18,22 @@ threads a task may have left running.
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import json
 import os
 import signal
 import socket
 import sys
 import time
+import traceback
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from stealing.host.losses import lost_record_path, note_shm
 from stealing.host.procs import alive, descendants, signal_all, table
 from stealing.host.shm import own_shm, unlink_shm
+from stealing.observe.output import release_output
 from stealing.observe.trace import open_trace
 from stealing.roles.leaf import serve as leaf_serve
 from stealing.roles.router import serve as router_serve
@@ -36,6 +42,9 @@ from stealing.roles.status import ROLES, SharedStatus, Start
 from stealing.transport import protocol as P
 from stealing.transport.bell import Bell, bell_name
 from stealing.transport.mailbox import Mailbox
+
+if TYPE_CHECKING:
+    from mpi4py.MPI import Intercomm
 
 ROOT_CHECK_S = 0.5      # how often a monitor looks whether the root still lives
 
@@ -65,7 +74,6 @@ def _monitor(child: int, status: SharedStatus, run_dir: str | None) -> None:
     code = os.waitstatus_to_exitcode(raw)
     tid, finished, role = status.read()
     if not finished:
-        from stealing.host.shm import unlink_shm
         unlink_shm(status.shm_names())
     if not finished and run_dir:
         record = {"pid": child, "host": socket.gethostname(), "role": ROLES[role],
@@ -86,7 +94,7 @@ def _monitor(child: int, status: SharedStatus, run_dir: str | None) -> None:
     os._exit(code if code >= 0 else 128 - code)
 
 
-def _reap(child: int):
+def _reap(child: int) -> int | None:
     """Reap every child that ended (orphans a task left come here too: the monitor is
     their subreaper); the wait status of ``child`` once it ended, else None."""
     found = None
@@ -120,7 +128,6 @@ def _end_orphans(wait_s: float = 2.0) -> None:
 def _prctl(option: int, value: int) -> None:
     """Linux's prctl(option, value), where there is one (a no-op elsewhere)."""
     try:
-        import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         pass
@@ -160,9 +167,6 @@ def _die_telling(run_dir: str | None) -> None:
     in the record of the loss, and the root shows it once with the
     ``LostProcessError``; nothing is printed here (one traceback per process would
     bury the cause)."""
-    import traceback
-
-    from stealing.observe.output import release_output
     text = traceback.format_exc()
     try:
         release_output()
@@ -176,7 +180,7 @@ def _die_telling(run_dir: str | None) -> None:
             written = True
         except OSError:
             pass
-    if not written:
+    if not written and sys.__stderr__ is not None:
         sys.__stderr__.write(text)
         sys.__stderr__.flush()
     os._exit(1)
@@ -198,24 +202,39 @@ def _empty_stdin() -> None:
         pass
 
 
-def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
+def _start_mpi() -> ModuleType:
+    """Start MPI (``mpi4py.MPI``) with dac's settings: imported here, in the process
+    that does the work, so that its monitor stays without MPI."""
     os.environ.setdefault("UCX_LOG_LEVEL", "error")     # see stealing.transport.mpi.init_mpi
-    # imported here, in the process that does the work (its monitor stays without
-    # MPI): importing mpi4py.MPI starts MPI
-    import mpi4py
+    import mpi4py  # lazy: the worker alone (not its monitor) loads MPI, rc set first
     mpi4py.rc.threads = False
     mpi4py.rc.finalize = False
-    from mpi4py import MPI
-    mpi_up = time.time()
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI (in the worker only)
+    return MPI
 
+
+def _meet_parent(MPI: ModuleType) -> tuple[Intercomm, Mailbox, P.Init]:
+    """The link to the parent (a dead parent: an error, not an abort), this process's
+    mailbox, and the parent's first message, INIT."""
     parent = MPI.Comm.Get_parent()
     if parent == MPI.COMM_NULL:
         sys.exit("stealing.roles.process is started by dac with MPI_Comm_spawn, not by hand")
     parent.Set_errhandler(MPI.ERRORS_RETURN)    # a dead parent: an error, not an abort
     mailbox = Mailbox(MPI)
-    _, _, tag, init = mailbox.wait([parent])
+    got = mailbox.wait([parent])
+    assert got is not None                      # (no timeout: it waits for one)
+    _, _, tag, init = got
     if tag != P.INIT:
         raise RuntimeError(f"dac process: expected INIT, got {P.name(tag)}")
+    return parent, mailbox, init
+
+
+def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
+    """The child's life: start MPI, take INIT, play the role it names until the tree
+    stops, then end at once (``_finish``)."""
+    MPI = _start_mpi()
+    mpi_up = time.time()
+    parent, mailbox, init = _meet_parent(MPI)
     start = Start({"main": started, "mpi": mpi_up, "init": time.time()}, own_shm(), status)
     adopt(init.script)          # tasks run here as they would in the user's script
     status.shm(start.shm)
@@ -230,6 +249,7 @@ def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
     _open_bells(mailbox, parent, init)
 
     def watchdog() -> None:
+        """The root on this host is gone without a goodbye: end now."""
         if tree.root_host == here and not alive(tree.root_pid):
             unlink_shm(start.shm)
             status.finished()
@@ -245,6 +265,13 @@ def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
     mailbox.on_parent_lost = parent_lost
     serve = router_serve if init.role == "router" else leaf_serve
     serve(MPI, parent, init, start, mailbox, watchdog)
+    _finish(MPI, parent, mailbox, status)
+
+
+def _finish(MPI: ModuleType, parent: Intercomm, mailbox: Mailbox,
+            status: SharedStatus) -> None:
+    """The tree stopped: deliver what is still going up, close the link, finalize
+    MPI, tell the monitor this was no loss, and end the process now."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     mailbox.flush(timeout=10)
     parent.Disconnect()
@@ -255,7 +282,7 @@ def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
     _exit_now()
 
 
-def _open_bells(mailbox: Mailbox, parent, init: P.Init) -> None:
+def _open_bells(mailbox: Mailbox, parent: Intercomm, init: P.Init) -> None:
     """This process's doorbell, and its parent's to ring when both run on this host
     (``stealing.transport.bell``)."""
     root_pid, path = init.tree.root_pid, init.path
@@ -273,8 +300,6 @@ def _exit_now() -> None:
     for every process of the tree to end before ``close`` returns. Nothing is left
     to clean: the atexit handlers run first, and threads a task left running
     (which Python would wait for) end with the process."""
-    import atexit
-    import ctypes
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

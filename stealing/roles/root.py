@@ -8,11 +8,15 @@ and "no more" when its pool is empty.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import sys
 import time
+import traceback
 from collections import deque
+from collections.abc import Callable, Iterable
+from types import ModuleType
 
 from stealing.exceptions import MAX_FRAMES, DacError, LostProcessError, last_frames
 from stealing.host.losses import (
@@ -34,7 +38,7 @@ from stealing.transport.bell import Bell, bell_name
 from stealing.transport.mailbox import Mailbox
 from stealing.transport.mpi import check_reach, init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
 from stealing.tree.plan import StealParams, TreeNode
-from stealing.tree.tasks import is_split
+from stealing.tree.tasks import Result, Task, TaskId, is_split
 from stealing.tree.topology import is_this_machine
 
 LOST_CHECK_S = 0.2      # how often a waiting root looks for lost processes
@@ -45,28 +49,29 @@ class Root(Node):
     ``RootScheduler`` that drives it: the watch over its host, where output goes, the
     names of lost tasks' calls, the check for lost processes before a spawn."""
 
-    def __init__(self, MPI, mailbox: Mailbox, meter: Meter, init: P.Init,
-                 owner: "RootScheduler", leaf_slots: int):
+    def __init__(self, MPI: ModuleType, mailbox: Mailbox, meter: Meter, init: P.Init,
+                 owner: RootScheduler, leaf_slots: int) -> None:
         super().__init__(MPI, mailbox, meter, init, parent=None)
         self.owner = owner
         self.watch = owner.watch
-        self.collected: dict = {}       # results that came since the caller last took
+        # results that came since the caller last took
+        self.collected: dict[TaskId, bytes] = {}
         self.ready = 0                  # leaves that said READY
         self.startup_end: float | None = None   # when the last of them did
         self.last_ready = 0.0
-        self.leaf_pids: list = []       # leaves on this host
-        self.processes: list = []       # {role, pid, host} of every READY
-        self.shm: set = set()           # MPICH segments of the tree on this host
+        self.leaf_pids: list[int] = []  # leaves on this host
+        self.processes: list[dict[str, str | int]] = []     # {role, pid, host} of every READY
+        self.shm: set[str] = set()      # MPICH segments of the tree on this host
         self.leaf_slots = leaf_slots
         self.stats_done = False
 
     def before_spawn(self) -> None:
         self.owner.check_lost_now()
 
-    def take_results(self, results) -> None:
+    def take_results(self, results: Iterable[Result]) -> None:
         self.collected.update(results)
 
-    def on_ready(self, msg) -> None:
+    def on_ready(self, msg: P.Ready) -> None:
         here = socket.gethostname()
         for p in msg.processes:
             self.processes.append({"role": p.role, "pid": p.pid, "host": p.host})
@@ -82,16 +87,18 @@ class Root(Node):
         if self.ready >= self.leaf_slots and self.startup_end is None:
             self.startup_end = self.last_ready
 
-    def on_error(self, msg) -> None:
+    def on_error(self, msg: P.Failure) -> None:
         err = msg.error
         if msg.payload is not None:
+            # only a task that lost its process too often comes with its payload
+            assert isinstance(err, LostProcessError)
             err = self.owner.name_call(msg.payload, err)
         self.errors.append(err)
 
     def on_stats_done(self) -> None:
         self.stats_done = True
 
-    def on_output(self, msg) -> None:
+    def on_output(self, msg: P.Output) -> None:
         self.owner.output(msg)
 
 
@@ -99,31 +106,34 @@ class RootScheduler:
     """Owns the process tree of one ``Runtime`` (a ``Scheduler``)."""
 
     attached = False
+    _announced: int                        # the job whose JOB went down (set by feed)
 
     def __init__(self, plan: TreeNode, params: StealParams, settings: P.RunSettings,
-                 executor: TaskExecutor):
+                 executor: TaskExecutor) -> None:
         self.plan = plan                   # stealing.tree.plan.TreeNode rooted at the root
         self.params = params
         self.settings = settings           # the run's, for every process of the tree
         self.executor = executor           # runs tasks here while the leaves start
-        self.node = None
+        self.node: Root | None = None
         self.job_id = 0
         self.sent_keys: set = set()
-        self.started_at = None
-        self.run_dir = None                # where monitors record lost processes
-        self.lost = None                   # the record of the first lost process
-        self.job_env = None                # P.Job.env: an attached script's (warm tree)
+        self.started_at: float | None = None
+        self.run_dir: str | None = None    # where monitors record lost processes
+        self.lost: dict | None = None      # the record of the first lost process
+        # P.Job.env: an attached script's (warm tree)
+        self.job_env: P.ScriptEnv | None = None
         self.job_timeline = False          # P.Job.timeline: record what processes do
         self._next_check = 0.0
-        self._changes = deque()            # grow/shrink asked from another thread
-        self.view = None                   # (leaves at work, leaves, steals answered
-        #                                    here), for dac.progress's thread
+        # grow/shrink asked from another thread: (kind, count, host)
+        self._changes: deque[tuple[str, int, str | None]] = deque()
+        # (leaves at work, leaves, steals answered here), for dac.progress's thread
+        self.view: tuple[int, int, int] | None = None
         self._view_due = 0.0
         # where the lines tasks print go (stealing.observe.output): written here, or passed
         # on by a warm tree's server to the script that holds the tree
         self.printer = Printer(prefix_default(), socket.gethostname())
         self.watch = Watch()               # the tree's monitors, MPI's process manager
-        self.output = self.printer.write
+        self.output: Callable[[P.Output], None] = self.printer.write
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -154,6 +164,7 @@ class RootScheduler:
         n = self.node
         if n is None or n.startup_end is None:
             return None
+        assert self.started_at is not None      # set by start, before the node
         return n.startup_end - self.started_at
 
     def wait_ready(self, timeout: float | None = None) -> bool:
@@ -161,9 +172,9 @@ class RootScheduler:
         wait until all have (a warm tree lends itself only once they have); False
         if ``timeout`` passed first. Spawn-per-batch leaves start with each batch:
         there is nothing to wait for."""
-        node = self.node
         if self.settings.leaf_mode != "persistent":
             return True
+        node = self._live()
         self.begin_job()
         self.feed([], {})
         end = None if timeout is None else time.monotonic() + timeout
@@ -175,16 +186,17 @@ class RootScheduler:
         self.end_job()
         return True
 
-    def processes(self) -> list:
+    def processes(self) -> list[dict[str, str | int]]:
         """``{role, pid, host}`` of every process of the tree that said READY."""
         node = self.node
-        return [{"role": "root", "pid": os.getpid(), "host": socket.gethostname()}] + \
-            ([p for p in node.processes if p["pid"] not in node.departed]
-             if node is not None else [])
+        root: dict[str, str | int] = {"role": "root", "pid": os.getpid(),
+                                      "host": socket.gethostname()}
+        return [root] + ([p for p in node.processes if p["pid"] not in node.departed]
+                         if node is not None else [])
 
     def begin_job(self) -> None:
         self.job_id += 1
-        self.node.errors = []
+        self._live().errors = []
         self.printer.new_run()
 
     def open_stream(self) -> None:
@@ -193,13 +205,14 @@ class RootScheduler:
         leaf's request waits for the next tasks). Tasks fed after ``close_stream``
         (found by a later pass over the top) reach leaves told "no more" as well: a
         leaf that holds nothing is given tasks as they come, before a busy one."""
-        self.node.collected = {}
-        self.node.policy.feeding = True
+        node = self._live()
+        node.collected = {}
+        node.policy.feeding = True
 
-    def feed(self, payloads: list, table: dict) -> None:
+    def feed(self, payloads: list[Task], table: dict) -> None:
         """More tasks, possibly while the root is still finding others: the functions
         they need go first, then the tasks; waiting messages are answered."""
-        node = self.node
+        node = self._live()
         new = {k: v for k, v in table.items() if k not in self.sent_keys}
         if new or self.job_id != getattr(self, "_announced", None):
             node.start_job(P.Job(self.job_id, new, self.job_env, self.job_timeline))
@@ -209,8 +222,9 @@ class RootScheduler:
         while self._step(timeout=0.0):
             pass
 
-    def wait_results(self, wanted=None, local_table: dict | None = None,
-                     timeout: float | None = None) -> dict:
+    def wait_results(self, wanted: Iterable[TaskId] | None = None,
+                     local_table: dict | None = None,
+                     timeout: float | None = None) -> dict[TaskId, bytes]:
         """Wait until the result of a task in ``wanted`` (task ids; None: any task) is
         in, or ``timeout`` seconds have passed, read every message already waiting, and
         hand over the results that came since the last call: ``{task id: pickled
@@ -220,7 +234,7 @@ class RootScheduler:
         solves tasks from the tail of its pool with ``local_table``'s functions, checking
         for messages between two tasks; afterwards it only schedules.
         """
-        node = self.node
+        node = self._live()
         end = None if timeout is None else time.monotonic() + timeout
         while not (node.collected and (wanted is None or
                                        any(t in node.collected for t in wanted))):
@@ -240,27 +254,28 @@ class RootScheduler:
 
     def close_stream(self) -> None:
         """The root found what it can for now: idle leaves may be told "no more"."""
-        node = self.node
+        node = self._live()
         if node.policy.feeding:
             node.apply(node.policy.stop_feeding())
 
-    def _run_here(self, task, local_table) -> None:
-        rec = self.node.meter.record
+    def _run_here(self, task: Task, local_table: dict) -> None:
+        """Solve ``task`` here (the root helps while the leaves start)."""
+        node = self._live()
+        rec = node.meter.record
         t0 = time.perf_counter()
         _tid, payload = task
         try:
             tid, blob = self.executor.run_task(payload, local_table)
         except Exception as exc:                            # noqa: BLE001
-            import traceback
             raise self.executor.task_failure(
                 payload, exc, traceback.format_exc(),
                 where="the root, helping while the leaves start") from exc
         spent = time.perf_counter() - t0
         rec["busy_s"] += spent
         rec["tasks"] += 1
-        if self.node.timeline is not None:
-            self.node.timeline.span("busy", t0, spent)
-        self.node.collected[tid] = blob
+        if node.timeline is not None:
+            node.timeline.span("busy", t0, spent)
+        node.collected[tid] = blob
 
     # a tree that grows and shrinks ---------------------------------------------
     def grow(self, count: int, host: str | None = None, wait_s: float = 0.0) -> None:
@@ -268,7 +283,7 @@ class RootScheduler:
         ``joined: "grow"`` and when they started. Call it from the thread that drives
         the tree (between runs), else ``ask_change``. ``wait_s``: wait up to that long
         for them to say READY (``dac grow`` answers once they have)."""
-        node = self.node
+        node = self._live()
         ready = node.ready
         node.grow(count, host, self.plan.cluster)
         self.watch.note_managers()
@@ -282,16 +297,18 @@ class RootScheduler:
         ones before the tree's own under fault tolerance); returns how many go. More
         than that is refused whole (``check_shrink``)."""
         self.check_shrink(count)
-        going = self.node.shrink(count)
+        node = self._live()
+        going = node.shrink(count)
         self.watch.forget(p for c in going for p in c.pids)
-        self.node.leaf_slots -= len(going)
+        node.leaf_slots -= len(going)
         return len(going)
 
     def check_shrink(self, count: int) -> None:
         """Refuse, with what is possible, a shrink of more leaves than can go."""
-        can = len(self.node.shrinkable())
+        node = self._live()
+        can = len(node.shrinkable())
         if count > can:
-            leaves = sum(1 for c in self.node.children if c.role in ("leaf", "slot")
+            leaves = sum(1 for c in node.children if c.role in ("leaf", "slot")
                          and not c.leaving and c.comm is not None)
             raise DacError(f"shrink {count}: only {can} of the tree's {leaves} leaves "
                            f"can be let go (those added by grow; every leaf under "
@@ -306,7 +323,7 @@ class RootScheduler:
     def _publish_view(self) -> None:
         """What ``dac.progress`` shows of the tree, replaced whole (another thread
         reads it): leaves in subtrees holding work, leaves, steals answered here."""
-        policy = self.node.policy
+        policy = self._live().policy
         live = [c for c in policy.children if not c.lost]
         busy = sum(c.procs for c in live if c.outstanding > 0)
         steals = sum(policy.counters[k] for k in ("steals_local", "steals_after_remote",
@@ -327,8 +344,10 @@ class RootScheduler:
             else:
                 self.shrink(count)
 
-    def _step(self, timeout=None) -> bool:
-        node = self.node
+    def _step(self, timeout: float | None = None) -> bool:
+        """Carry out one message (False: none came within ``timeout``; None: wait
+        for one); asked changes and lost processes are looked after first."""
+        node = self._live()
         self.check_lost()
         if self._changes:
             self._apply_changes()
@@ -351,7 +370,7 @@ class RootScheduler:
             raise node.errors[0]
         return True
 
-    def name_call(self, payload: bytes, err):
+    def name_call(self, payload: bytes, err: LostProcessError) -> LostProcessError:
         """``err`` (a ``LostProcessError`` a node reported) naming the task's call,
         which only the root can read from its payload."""
         call = self.executor.task_failure(payload, err, "", err.where).task
@@ -385,9 +404,9 @@ class RootScheduler:
                                traceback=last_frames(str(first.get("traceback", "")),
                                                      MAX_FRAMES))
 
-    def end_job(self) -> list:
+    def end_job(self) -> list[dict]:
         """Per-process statistics of the job (root first)."""
-        node = self.node
+        node = self._live()
         node.stats_done = False
         node.request_stats()
         while not node.stats_done:
@@ -422,7 +441,12 @@ class RootScheduler:
         self._next_check = 0.0
         self.check_lost()
 
-    def _abandon(self, node) -> None:
+    def _live(self) -> Root:
+        """The tree's root node: every call between ``start`` and ``stop`` needs it."""
+        assert self.node is not None, "the tree is not started (or was stopped)"
+        return self.node
+
+    def _abandon(self, node: Root) -> None:
         """After a loss MPICH ends the job: no message can go down the tree any more.
         End what is left of the processes dac started on this host, remove their
         shared memory, and never finalize or spawn again in this process."""
@@ -431,15 +455,19 @@ class RootScheduler:
         signal_all(pids, signal.SIGKILL)
         wait_gone(pids, 5.0)
         lost = self.lost
+        assert lost is not None                 # (only after a loss)
         mark_broken(f"{lost['role']} pid {lost['pid']} on {lost['host']} "
                     f"({describe_loss(lost)})", node.shm, since=self.started_at)
 
-    def _stop_tree(self, node, grace: float, timeout: float) -> None:
+    def _stop_tree(self, node: Root, grace: float, timeout: float) -> None:
+        """STOP down the tree and wait for every BYE; SIGTERM to this host's leaves
+        after ``grace``, SIGKILL to what is left after ``timeout`` or a failure."""
         node.errors = []
         pids = [p for c in node.children for p in c.pids]
         leaves = list(node.leaf_pids)
         try:
             node.begin_stop()
+            assert node.stopping is not None        # begin_stop counts the BYEs due
             start = time.monotonic()
             deadline = start + timeout
             termed = False
@@ -469,7 +497,6 @@ class RootScheduler:
         wait_gone(pids, 5.0)
 
 
-def _remove_dir(path) -> None:
+def _remove_dir(path: str | None) -> None:
     if path:
-        import shutil
         shutil.rmtree(path, ignore_errors=True)

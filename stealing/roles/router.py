@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from stealing.observe.stats import Meter, startup_steps
 from stealing.roles.node import Node
 from stealing.roles.status import Start
 from stealing.transport import protocol as P
 from stealing.transport.mailbox import IDLE_SLEEP, MAX_SLEEP, Mailbox
+
+if TYPE_CHECKING:
+    from mpi4py.MPI import Intercomm
 
 
 class Router(Node):
@@ -20,7 +26,8 @@ class Router(Node):
         self.stats_wait = None
 
 
-def serve(MPI, parent, init: P.Init, start: Start, mailbox: Mailbox, watchdog) -> None:
+def serve(MPI: ModuleType, parent: Intercomm, init: P.Init, start: Start, mailbox: Mailbox,
+          watchdog: Callable[[], None]) -> None:
     """Spawn the subtree of ``init.plan`` and route tasks until told to stop."""
     plan = init.plan or {}
     meter = Meter("router", init.cluster)
@@ -47,26 +54,33 @@ def serve(MPI, parent, init: P.Init, start: Start, mailbox: Mailbox, watchdog) -
         index, source, tag, msg = got
         if index > 0:
             node.handle_child(node.comms[index - 1], source, tag, msg)
-        elif tag == P.TASKS:
-            if node.timeline is not None and node.timeline.asked is not None:
-                node.timeline.answer("remote", len(msg.tasks))
-            node.add_tasks(msg.tasks)
-        elif tag == P.NOMORE:
-            if node.timeline is not None and node.timeline.asked is not None:
-                node.timeline.answer("remote-failed", 0)
-            node.on_nomore()
-        elif tag == P.SPLIT:
-            node.on_split_request(msg)
-        elif tag == P.RETURN:
-            node.on_returned(msg)
-        elif tag == P.JOB:
-            node.start_job(msg)
-        elif tag == P.STATS_REQ:
-            node.request_stats()
-        elif tag == P.STOP:
-            node.begin_stop()
         else:
-            raise RuntimeError(f"router: unexpected {P.name(tag)} from parent")
+            _from_parent(node, tag, msg)
     pids = node.subtree_pids()
     node.finish_stop()
     node.send_up(P.BYE, P.Bye(pids))
+
+
+def _from_parent(node: Router, tag: int, msg: Any) -> None:
+    """React to one message from the parent (``msg``: the payload ``tag`` carries,
+    ``protocol.PAYLOADS``)."""
+    if tag == P.TASKS:
+        if node.timeline is not None and node.timeline.asked is not None:
+            node.timeline.answer("remote", len(msg.tasks))
+        node.add_tasks(msg.tasks)
+    elif tag == P.NOMORE:
+        if node.timeline is not None and node.timeline.asked is not None:
+            node.timeline.answer("remote-failed", 0)
+        node.on_nomore()
+    elif tag == P.SPLIT:
+        node.on_split_request(msg)
+    elif tag == P.RETURN:
+        node.on_returned(msg)
+    elif tag == P.JOB:
+        node.start_job(msg)
+    elif tag == P.STATS_REQ:
+        node.request_stats()
+    elif tag == P.STOP:
+        node.begin_stop()
+    else:
+        raise RuntimeError(f"router: unexpected {P.name(tag)} from parent")

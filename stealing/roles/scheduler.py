@@ -21,7 +21,7 @@ class Scheduler(Protocol):
     job_timeline: bool          # the next job records what every process does
     job_env: ScriptEnv | None   # the script's, for a warm tree's leaves
     printer: Printer            # where what the tasks print is written
-    view: tuple | None          # (leaves at work, leaves, steals) for the progress line
+    view: tuple[int, int, int] | None   # (leaves at work, leaves, steals): progress line
 
     @property
     def startup_s(self) -> float | None:

@@ -15,11 +15,15 @@ import os
 import site
 import sys
 import sysconfig
+from collections.abc import Iterable
 from importlib.machinery import PathFinder
 
 from stealing.transport.protocol import ScriptEnv
 
-_adopted: list = []      # the sys.path entries the last script brought
+_adopted: list[str] = []      # the sys.path entries the last script brought
+
+# a module's file when it was noticed: (path, mtime_ns, size); None, None: it was gone
+Stamp = tuple[str, int | None, int | None]
 
 
 def adopt(env: ScriptEnv) -> None:
@@ -46,7 +50,7 @@ def adopt(env: ScriptEnv) -> None:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), env.recursion_limit))
 
 
-def _installed_dirs() -> list:
+def _installed_dirs() -> list[str]:
     """Folders whose modules belong to the Python installation, not to a script."""
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
@@ -67,12 +71,14 @@ class ScriptModules:
     """The modules of scripts' own code this process loaded, with their files'
     modification time and size when it noticed them (``note``)."""
 
-    def __init__(self, keep=()):
+    def __init__(self, keep: Iterable[str] = ()) -> None:
         self.keep = tuple(keep)         # never forgotten (``--preload``)
-        self.stamps: dict = {}          # module name -> (file, mtime_ns, size)
-        self._installed = None
+        self.stamps: dict[str, Stamp] = {}      # module name -> (file, mtime_ns, size)
+        self._installed: tuple[str, ...] | None = None
 
-    def _is_script(self, name: str, module) -> str | None:
+    def _is_script(self, name: str, module: object) -> str | None:
+        """The real path of ``module``'s file when it is a script's own module not
+        stamped yet (not ``__main__``, not kept, not of the installation), else None."""
         path = getattr(module, "__file__", None)
         if not path or name == "__main__" or name in self.stamps:
             return None
@@ -90,7 +96,7 @@ class ScriptModules:
             if path is not None:
                 self.stamps[name] = _stamp(path)
 
-    def refresh(self, sys_path: list | None = None) -> list:
+    def refresh(self, sys_path: list[str] | None = None) -> list[str]:
         """If a stamped module's file changed (or went), or with ``sys_path`` (the
         next script's) the module's name would now load another file (another
         project's module of the same name), forget every stamped module (a module
@@ -109,7 +115,7 @@ class ScriptModules:
         return gone
 
 
-def _moved(name: str, loaded: str, sys_path: list) -> bool:
+def _moved(name: str, loaded: str, sys_path: list[str]) -> bool:
     """The top-level module ``name``, loaded from ``loaded``, would come from another
     file (or from none) on ``sys_path``."""
     try:
@@ -120,7 +126,8 @@ def _moved(name: str, loaded: str, sys_path: list) -> bool:
     return not origin or os.path.realpath(origin) != loaded
 
 
-def _stamp(path: str) -> tuple:
+def _stamp(path: str) -> Stamp:
+    """``path``'s modification time and size now (None, None: it is gone)."""
     try:
         st = os.stat(path)
         return (path, st.st_mtime_ns, st.st_size)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from stealing.tree.tasks import TaskId, is_split
 
 # the child's status, shared with the monitor: current task id, finished flag, role,
 # the root's pid when the root runs on this host (else 0)
@@ -20,20 +23,22 @@ class SharedStatus:
 
     SIZE = 4096
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.buf = mmap.mmap(-1, self.SIZE)         # shared (MAP_SHARED) across fork
         _STATUS.pack_into(self.buf, 0, -1, 0, 0, 0)
 
-    def shm(self, names) -> None:
+    def shm(self, names: Iterable[str]) -> None:
         data = "\0".join(names).encode()[: self.SIZE - _STATUS.size - 1]
         self.buf[_STATUS.size:_STATUS.size + len(data) + 1] = data + b"\0"
 
-    def shm_names(self) -> list:
+    def shm_names(self) -> list[str]:
         raw = bytes(self.buf[_STATUS.size:]).split(b"\0\0")[0]
         return [n.decode() for n in raw.split(b"\0") if n]
 
-    def task(self, tid: int) -> None:
-        struct.pack_into("<q", self.buf, 0, tid)
+    def task(self, tid: TaskId) -> None:
+        """The task the child runs now: its number for a task of the root (a lost
+        process's record names it), -1 for one split off a leaf (its owner has it)."""
+        struct.pack_into("<q", self.buf, 0, -1 if is_split(tid) else tid)
 
     @property
     def current(self) -> int:
@@ -50,8 +55,10 @@ class SharedStatus:
     def finished(self) -> None:
         self.buf[8] = 1
 
-    def read(self):
-        return _STATUS.unpack_from(self.buf, 0)[:3]
+    def read(self) -> tuple[int, int, int]:
+        """``(task id, finished flag, role number)``: what the monitor records."""
+        tid, finished, role = _STATUS.unpack_from(self.buf, 0)[:3]
+        return tid, finished, role
 
     @property
     def root_pid(self) -> int:
@@ -64,6 +71,6 @@ class Start:
     """What a spawned process knows of its own start, beside its ``Init``: the times
     of its steps (``main``, ``mpi``, ``init``: ``stealing.observe.stats``), the MPI
     shared-memory files it maps, and its status shared with its monitor."""
-    marks: dict
-    shm: list
+    marks: dict[str, float]
+    shm: list[str]
     status: SharedStatus

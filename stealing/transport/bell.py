@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import select
 import socket
+from typing import Iterable, Sequence
 
 
-def bell_name(root_pid: int, path) -> bytes:
+def bell_name(root_pid: int, path: Sequence[int]) -> bytes:
     """The abstract socket name of the bell at ``path`` (() for the root)."""
     where = ".".join(map(str, path)) if path else "root"
     return f"\0dac-bell-{root_pid}-{where}".encode()
 
 
-_out = []      # the socket this process rings others with, made at the first ring
+_out: list[socket.socket] = []  # the socket this process rings others with, made at
+#                                 the first ring
 
 
 def ring(name: bytes) -> None:
@@ -50,7 +52,7 @@ def ring(name: bytes) -> None:
 class Bell:
     """This process's bell, to sleep on."""
 
-    def __init__(self, name: bytes):
+    def __init__(self, name: bytes) -> None:
         self.name = name
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
@@ -68,10 +70,11 @@ class Bell:
         except OSError:
             return None
 
-    def sleep(self, seconds: float, alarms=()) -> bool | None:
+    def sleep(self, seconds: float, alarms: Iterable[int] = ()) -> bool | None:
         """Sleep up to ``seconds``; True if rung (the rings are taken), None if one
         of ``alarms`` (file descriptors) is ready first, else False."""
-        ready, _, _ = select.select([self.sock, *alarms], [], [], seconds)
+        waitables: list[socket.socket | int] = [self.sock, *alarms]
+        ready, _, _ = select.select(waitables, [], [], seconds)
         if not ready:
             return False
         if self.sock not in ready:
@@ -84,4 +87,5 @@ class Bell:
         return True
 
     def close(self) -> None:
+        """Close the socket (the bell's name is free again)."""
         self.sock.close()

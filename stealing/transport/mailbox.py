@@ -21,9 +21,14 @@ from __future__ import annotations
 
 import select
 import time
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from stealing.transport.bell import ring
+from stealing.transport.bell import Bell, ring
 from stealing.transport.protocol import LOST
+
+if TYPE_CHECKING:
+    from mpi4py.MPI import Comm, Request, Status
 
 MIN_SLEEP = 20e-6
 MAX_SLEEP = 1e-3        # while work is under way: a steal waits at most ~1 ms
@@ -31,54 +36,78 @@ IDLE_SLEEP = 10e-3      # while nothing is under way (~1% of a core) ...
 DEEP_IDLE_SLEEP = 50e-3  # ... and after a second of that (~0.2%): a kept Runtime between
 DEEP_IDLE_AFTER = 1.0    # runs; the next job then reaches a level within 50 ms
 
+# what a wait hands its caller: (index of the link in ``comms``, source rank, tag,
+# payload); the payload is whatever the peer sent (``protocol.PAYLOADS``)
+Received = tuple[int, int, int, Any]
+
+
+class Tracer(Protocol):
+    """What the mailbox writes a message trace to (``stealing.observe.trace.Trace``,
+    a layer above: it is not imported here)."""
+
+    def message(self, way: str, link: str, tag: int, obj: object) -> None: ...
+
 
 class Mailbox:
     """Receives from a set of intercommunicators and completes pending sends."""
 
-    def __init__(self, MPI, min_sleep: float = MIN_SLEEP, max_sleep: float = MAX_SLEEP):
+    def __init__(self, MPI: ModuleType, min_sleep: float = MIN_SLEEP,
+                 max_sleep: float = MAX_SLEEP) -> None:
         self.MPI = MPI
         self.min_sleep = min_sleep
         self.max_sleep = max_sleep
-        self._pending = []
-        self._status = MPI.Status()
-        self._delays = []       # [(comm, seconds)]: links with emulated latency
-        self._held = []         # [(due time, comm, source, tag, payload)], arrival order
-        self.trace = None       # a stealing.observe.trace.Trace (DAC_TRACE_DIR), or None
-        self._links = {}        # id(comm) -> "up" or the number of its rank 0 child
-        self.bell = None        # this process's stealing.transport.bell.Bell, or None
-        self._ring_to = {}      # (id(comm), rank) -> bell name of a process to ring
-        self._failed = {}       # id(comm) -> (comm, MPI.Exception): links found dead
-        self.on_parent_lost = None  # called when the link named "up" fails
-        self.alarms = None          # () -> file descriptors a wait wakes on (the
-        #                             root's watch: stealing.host.watch), or None
+        # [(request, bell name to ring when it completes, comm)]: sends under way
+        self._pending: list[tuple[Request, bytes | None, Comm]] = []
+        self._status: Status = MPI.Status()
+        # [(comm, seconds)]: links with emulated latency
+        self._delays: list[tuple[Comm, float]] = []
+        # [(due time, comm, source, tag, payload)], arrival order
+        self._held: list[tuple[float, Comm, int, int, Any]] = []
+        # a stealing.observe.trace.Trace (DAC_TRACE_DIR), or None
+        self.trace: Tracer | None = None
+        # id(comm) -> "up" or the number of its rank 0 child
+        self._links: dict[int, int | str] = {}
+        self.bell: Bell | None = None   # this process's bell, or None
+        # (id(comm), rank) -> bell name of a process to ring
+        self._ring_to: dict[tuple[int, int], bytes] = {}
+        # id(comm) -> (comm, MPI.Exception): links found dead
+        self._failed: dict[int, tuple[Comm, BaseException]] = {}
+        # called when the link named "up" fails
+        self.on_parent_lost: Callable[[BaseException], object] | None = None
+        # () -> file descriptors a wait wakes on (the root's watch:
+        # stealing.host.watch), or None
+        self.alarms: Callable[[], Sequence[int]] | None = None
 
-    def name_link(self, comm, first) -> None:
+    def name_link(self, comm: Comm, first: int | str) -> None:
         """Name ``comm`` in the trace: ``"up"``, or its rank 0 child's number."""
         self._links[id(comm)] = first
 
-    def _link(self, comm, rank: int) -> str:
+    def _link(self, comm: Comm | None, rank: int) -> str:
+        """The trace's name of ``rank`` of ``comm``: ``up``, or a child's number."""
         first = self._links.get(id(comm), "?")
-        return str(first + rank) if type(first) is int else first
+        return str(first + rank) if type(first) is int else str(first)
 
-    def set_delay(self, comm, seconds: float) -> None:
+    def set_delay(self, comm: Comm, seconds: float) -> None:
         """Deliver what arrives on ``comm`` ``seconds`` late (an emulated wide-area link;
         the order of messages is kept)."""
         self._delays = [(c, d) for c, d in self._delays if c is not comm]
         if seconds > 0:
             self._delays.append((comm, seconds))
 
-    def _delay_of(self, comm) -> float:
+    def _delay_of(self, comm: Comm) -> float:
+        """The emulated latency of ``comm`` (0: none)."""
         for c, d in self._delays:
             if c is comm:
                 return d
         return 0.0
 
-    def ring_link(self, comm, rank: int, name: bytes) -> None:
+    def ring_link(self, comm: Comm, rank: int, name: bytes) -> None:
         """Ring bell ``name`` after each message to ``rank`` of ``comm``."""
         self._ring_to[(id(comm), rank)] = name
 
     # sending -----------------------------------------------------------------
-    def send(self, comm, obj, dest: int, tag: int) -> None:
+    def send(self, comm: Comm, obj: object, dest: int, tag: int) -> None:
+        """Start sending ``obj`` (completed by later waits), then ring the receiver."""
         if self.trace is not None:
             self.trace.message("send", self._link(comm, dest), tag, obj)
         if self._failed and id(comm) in self._failed:
@@ -95,6 +124,7 @@ class Mailbox:
             ring(name)
 
     def progress(self) -> None:
+        """Complete the sends that can be (ringing their receivers)."""
         if self._pending:
             left = []
             for req, name, comm in self._pending:
@@ -109,7 +139,7 @@ class Mailbox:
                     ring(name)      # it may have reached the receiver only now
             self._pending = left
 
-    def _fail(self, comm, exc) -> None:
+    def _fail(self, comm: Comm, exc: BaseException) -> None:
         """``comm``'s peer is dead: nothing more is sent on it or read from it."""
         if id(comm) in self._failed:
             return
@@ -118,7 +148,7 @@ class Mailbox:
         if self._links.get(id(comm)) == "up" and self.on_parent_lost is not None:
             self.on_parent_lost(exc)
 
-    def forget(self, comm) -> None:
+    def forget(self, comm: Comm) -> None:
         """The caller dropped ``comm`` (its peer was lost): forget what was kept of it."""
         self._failed.pop(id(comm), None)
         self._pending = [p for p in self._pending if p[2] is not comm]
@@ -140,14 +170,15 @@ class Mailbox:
             delay = min(delay * 2, self.max_sleep)
 
     # receiving ---------------------------------------------------------------
-    def poll(self, comms):
+    def poll(self, comms: Sequence[Comm | None]) -> Received | None:
         """One non-blocking look: ``(index, source, tag, payload)`` or None."""
         got = self._poll(comms)
         if got is not None and self.trace is not None:
             self.trace.message("take", self._link(comms[got[0]], got[1]), got[2], got[3])
         return got
 
-    def _poll(self, comms):
+    def _poll(self, comms: Sequence[Comm | None]) -> Received | None:
+        """``poll`` without the trace."""
         self.progress()
         status = self._status
         for i, comm in enumerate(comms):
@@ -179,12 +210,14 @@ class Mailbox:
         return None
 
     def _until_due(self) -> float:
+        """Seconds until a held (delayed) message is due."""
         if not self._held:
             return float("inf")
         return min(h[0] for h in self._held) - time.monotonic()
 
-    def wait(self, comms, timeout: float | None = None, on_idle=None,
-             max_sleep: float | None = None, idle_every: float = 1.0):
+    def wait(self, comms: Sequence[Comm | None], timeout: float | None = None,
+             on_idle: Callable[[], object] | None = None, max_sleep: float | None = None,
+             idle_every: float = 1.0) -> Received | None:
         """Block (sleeping) until a message arrives on one of ``comms``.
 
         Returns ``(index, source, tag, payload)``, or None after ``timeout`` seconds.

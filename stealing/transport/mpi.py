@@ -21,15 +21,34 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import sys
+import sysconfig
 import threading
+import time
+from types import FrameType, ModuleType
+from typing import Collection, Iterable, NoReturn, TypedDict
 
-_state = {"MPI": None, "broken": None, "shim_dir": None, "path": None, "owner": None,
-          "forked": False, "loopback": False}
-lock = threading.RLock()     # MPI runs serialized: one thread at a time drives the tree
-
-
+from stealing.host.losses import make_run_dir
 from stealing.host.shm import own_shm, sweep_hydra_files, sweep_unused_shm, unlink_shm
+
+
+class _State(TypedDict):
+    """This process's MPI: the ``mpi4py.MPI`` module once started, what was lost
+    (``broken``), dac's ``mpiexec`` launcher folder and the ``PATH`` it replaced, the
+    pid that started MPI, whether this is a forked child and MPI listens on loopback."""
+    MPI: ModuleType | None
+    broken: str | None
+    shim_dir: str | None
+    path: str | None
+    owner: int | None
+    forked: bool
+    loopback: bool
+
+
+_state: _State = {"MPI": None, "broken": None, "shim_dir": None, "path": None,
+                  "owner": None, "forked": False, "loopback": False}
+lock = threading.RLock()     # MPI runs serialized: one thread at a time drives the tree
 
 
 class MPIBroken(RuntimeError):
@@ -48,7 +67,6 @@ def find_mpiexec() -> str | None:
     python, also as ``mpiexec.hydra``, which stays MPICH's when Open MPI's wheel is
     installed in the same environment and takes ``mpiexec``), else the one on
     ``PATH``."""
-    import sysconfig
     for name in ("mpiexec.hydra", "mpiexec"):
         for folder in (os.path.dirname(sys.executable), sysconfig.get_path("scripts")):
             path = os.path.join(folder, name)
@@ -74,7 +92,6 @@ def _install_shim() -> None:
     if real is None or _state["shim_dir"] is not None or ulfm_active() or \
             "PMIX_RANK" in os.environ:
         return
-    from stealing.host.losses import make_run_dir
     folder = make_run_dir("mpiexec")
     path = os.path.join(folder, "mpiexec")
     with open(path, "w") as f:
@@ -87,6 +104,7 @@ def _install_shim() -> None:
 
 
 def _remove_shim() -> None:
+    """Take dac's ``mpiexec`` launcher off ``PATH`` and remove its folder."""
     folder, _state["shim_dir"] = _state["shim_dir"], None
     if folder is None or _state["forked"]:      # (the parent's folder, not a child's)
         return
@@ -109,7 +127,7 @@ def after_spawn() -> None:
         del os.environ["UCX_NET_DEVICES"]
 
 
-def init_mpi(this_host_only: bool = False):
+def init_mpi(this_host_only: bool = False) -> ModuleType:
     """Import mpi4py in the root, which initializes MPI (a singleton under python).
     ``this_host_only``: the first tree has every process on this machine, so MPI's
     network layer listens on loopback only (``UCX_NET_DEVICES=lo``, unless set; see
@@ -129,13 +147,13 @@ def init_mpi(this_host_only: bool = False):
             "UCX_NET_DEVICES" not in os.environ and not ulfm_active():
         os.environ["UCX_NET_DEVICES"] = "lo"
         _state["loopback"] = True
-    import mpi4py
+    import mpi4py  # lazy: its options are set here, before MPI starts
     if "mpi4py.MPI" not in sys.modules:
         mpi4py.rc.threads = True
         mpi4py.rc.thread_level = "serialized"
         mpi4py.rc.finalize = False
     _install_shim()
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: initializes MPI (never at import)
     _state["MPI"] = MPI
     _state["owner"] = os.getpid()
     os.register_at_fork(after_in_child=_forked)
@@ -148,15 +166,14 @@ def _exit_cleanly_on_sigterm() -> None:
     """SIGTERM ends the root like ``sys.exit(143)``, so that its trees stop and MPI
     finalizes (the default action would leave the tree to its watchdogs and the
     shared memory in ``/dev/shm``). Only where nobody chose a handler already."""
-    import signal
     if threading.current_thread() is not threading.main_thread():
         return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-def _on_sigterm(signum, frame):
-    import signal
+def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
+    """The SIGTERM handler: ``SystemExit`` runs the clean-up at exit."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)      # a second one ends it at once
     print(f"dac: stopped by SIGTERM (pid {os.getpid()}); ending every process of its "
           f"runs", file=sys.stderr, flush=True)
@@ -174,7 +191,7 @@ def forked_child() -> bool:
     return _state["forked"]
 
 
-def check_reach(hosts) -> None:
+def check_reach(hosts: Collection[str]) -> None:
     """Refuse a tree on other hosts in a process whose MPI listens on loopback only
     (its first tree was on this machine: ``init_mpi``)."""
     if _state["loopback"] and hosts:
@@ -199,7 +216,8 @@ def check_usable() -> None:
             f"of that job. Start a new Python process to run again.")
 
 
-def mark_broken(what: str, shm_names=(), since: float | None = None) -> None:
+def mark_broken(what: str, shm_names: Iterable[str] = (),
+                since: float | None = None) -> None:
     """A spawned process was lost: remove its job's shared-memory segments, skip
     ``MPI_Finalize`` at exit, refuse later spawns.
 
@@ -210,7 +228,6 @@ def mark_broken(what: str, shm_names=(), since: float | None = None) -> None:
         _state["broken"] = what
     unlink_shm(list(shm_names) + own_shm())
     if since is not None:
-        import time
         deadline = time.monotonic() + 2.0
         while sweep_unused_shm(since) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -218,12 +235,13 @@ def mark_broken(what: str, shm_names=(), since: float | None = None) -> None:
 
 
 def _finalize() -> None:
+    """At exit: ``MPI_Finalize``, unless MPI is its parent's or a process was lost."""
     MPI = _state["MPI"]
     if MPI is None or _state["broken"] is not None or _state["forked"]:
         return
     try:
         if MPI.Is_initialized() and not MPI.Is_finalized():
-            import mpi4py
+            import mpi4py  # lazy: imported by init_mpi already; never at import
             if mpi4py.rc.finalize is False:
                 MPI.Finalize()
     except Exception:                                       # noqa: BLE001

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from stealing.exceptions import RemoteError
 from stealing.tree.plan import StealParams
+from stealing.tree.tasks import Result, Task
 
 
 class Tag(enum.IntEnum):
@@ -56,7 +57,7 @@ LOST = -1
 NAMES = {t.value: t.name for t in Tag}
 
 
-def name(tag) -> str:
+def name(tag: int) -> str:
     """A tag's name for messages, or the number if it is no tag of ours."""
     return "LOST" if tag == LOST else NAMES.get(tag, str(tag))
 
@@ -69,7 +70,7 @@ class Job(NamedTuple):
     ``timeline``: every process records what it does (``stealing.observe.recorder``) and sends
     it with its statistics."""
     job_id: int
-    functions: dict
+    functions: dict[str, Any]
     env: ScriptEnv | None = None
     timeline: bool = False
 
@@ -77,7 +78,7 @@ class Job(NamedTuple):
 class Tasks(NamedTuple):
     """TASKS: ``[(task id, payload bytes)]`` for the child (an answered steal);
     ``seq``: the number of the child's request it answers (0: none)."""
-    tasks: list
+    tasks: list[Task]
     seq: int = 0
 
 
@@ -95,9 +96,9 @@ class Results(NamedTuple):
     left to run (a leaf with an empty queue, or waiting at ``sync`` for stolen
     children; a router none of whose children can be split), so the parent may serve
     the request by splitting another child's work, not only from its pool."""
-    results: list
+    results: list[Result]
     want: int
-    leaf_stats: dict | None = None
+    leaf_stats: dict[str, Any] | None = None
     idle: bool = False
     seq: int = 0        # the request's number (answers name it)
 
@@ -115,7 +116,7 @@ class Returned(NamedTuple):
     """RETURN: ``[(task id, result bytes)]`` of spawns stolen from the child's subtree,
     on their way down to the leaf that owns them (a split task's id is ``(owner's
     path, number)``; the path is the list of child indices from the root)."""
-    results: list
+    results: list[Result]
 
 
 class Output(NamedTuple):
@@ -124,7 +125,7 @@ class Output(NamedTuple):
     newline); routers pass it up unchanged (``stealing.observe.output``)."""
     pid: int
     host: str
-    chunks: list
+    chunks: list[tuple[str, str]]
 
 
 class Process(NamedTuple):
@@ -133,13 +134,13 @@ class Process(NamedTuple):
     host: str
     role: str           # "router" or "leaf"
     time: float         # wall clock (time.time()) when it was ready
-    shm: list           # its MPI shared-memory segments (removed if the run breaks)
+    shm: list[str]      # its MPI shared-memory segments (removed if the run breaks)
     monitor: int = 0    # its monitor's pid (0: a spawn-per-batch leaf, not watched)
 
 
 class Ready(NamedTuple):
     """READY: processes of the subtree that are ready (routers forward them up)."""
-    processes: list     # [Process]
+    processes: list[Process]
 
 
 class Failure(NamedTuple):
@@ -153,12 +154,12 @@ class Failure(NamedTuple):
 
 class Stats(NamedTuple):
     """STATS: per-process statistics records of the subtree (``stealing.observe.stats``)."""
-    records: list
+    records: list[dict[str, Any]]
 
 
 class Bye(NamedTuple):
     """BYE: the pids of the subtree's processes (for the root's clean-up)."""
-    pids: list
+    pids: list[int]
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class Init:
     tree: TreeInfo
     script: ScriptEnv
     role: str = "leaf"
-    plan: dict | None = None
+    plan: dict[str, Any] | None = None
     cluster: str = "local"
     slowdown: float = 1.0
     device: int = -1

@@ -9,7 +9,20 @@ to Spawn is ever an empty string (MPICH kills the whole job on one).
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+import time
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from stealing.host.losses import describe_loss, read_lost_records
+from stealing.host.procs import children_named, descendants, signal_all
+from stealing.host.shm import own_shm, unlink_shm
+from stealing.transport.mpi import after_spawn, check_usable
+
+if TYPE_CHECKING:
+    from mpi4py.MPI import Intercomm
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _BOOT = ("import sys; sys.path.insert(0, {path!r}); "
@@ -25,15 +38,14 @@ def child_command(run_dir: str | None = None) -> tuple[str, list[str]]:
     return sys.executable, args
 
 
-def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None,
-          watch_losses: bool = True):
+def spawn(MPI: ModuleType, count: int, host: str | None = None,
+          run_dir: str | None = None, watch_losses: bool = True) -> Intercomm:
     """Spawn ``count`` dac processes; returns the intercommunicator to them.
 
     ``host`` (a name the caller validated beforehand) goes into the ``host`` info key.
     ``watch_losses``: a process lost meanwhile means this spawn cannot return (MPICH);
     under fault tolerance it does not.
     """
-    from stealing.transport.mpi import after_spawn, check_usable
     if count < 1:
         raise ValueError(f"spawn count must be >= 1, got {count}")
     check_usable()
@@ -42,7 +54,7 @@ def spawn(MPI, count: int, host: str | None = None, run_dir: str | None = None,
     if host:
         info.Set("host", host)
     info.Set("wdir", os.getcwd())
-    errcodes = []
+    errcodes: list[int] = []
     deadline = _Deadline(count, host, run_dir if watch_losses else None)
     try:
         comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
@@ -78,8 +90,7 @@ class _Deadline:
 
     POLL_S = 0.2
 
-    def __init__(self, count: int, host, run_dir):
-        import threading
+    def __init__(self, count: int, host: str | None, run_dir: str | None) -> None:
         self.count, self.host, self.run_dir = count, host or "this machine", run_dir
         self.seconds = spawn_timeout()
         self.done = threading.Event()
@@ -88,12 +99,11 @@ class _Deadline:
         self.thread.start()
 
     def cancel(self) -> None:
+        """The spawn returned: the watcher ends without a word."""
         self.done.set()
 
     def watch(self) -> None:
-        import time
-
-        from stealing.host.losses import describe_loss, read_lost_records
+        """The watcher thread: ``expire`` on a lost process or at the deadline."""
         end = time.monotonic() + self.seconds
         while not self.done.wait(self.POLL_S):
             lost = read_lost_records(self.run_dir) if self.run_dir else []
@@ -110,13 +120,12 @@ class _Deadline:
                             f"reachable by the MPI launcher?)")
 
     def expire(self, why: str) -> None:
-        import signal
+        """Say ``why``, end the process manager, its processes and their shared
+        memory, and exit."""
         if self.done.is_set():
             return
         sys.stderr.write(f"dac: {why}. Ending the run (pid {os.getpid()}).\n")
         sys.stderr.flush()
-        from stealing.host.procs import children_named, descendants, signal_all
-        from stealing.host.shm import own_shm, unlink_shm
         signal_all(descendants(children_named("mpiexec")), signal.SIGKILL)
         unlink_shm(own_shm())
         os._exit(1)         # (its folders go with the next root: see make_run_dir)

@@ -10,12 +10,15 @@ of its first leaf, so every process sits on a host of its own cluster.
 
 from __future__ import annotations
 
+from typing import Any
+
 from stealing.tree.plan import StealParams, TreeNode, plan_subtree, tasks_per_branch
 
-from .topology import Topology
+from .topology import Cluster, Topology
 
 
-def steal_params(topology: Topology, overrides: dict | None = None) -> StealParams:
+def steal_params(topology: Topology,
+                 overrides: dict[str, Any] | None = None) -> StealParams:
     """The topology's ``[stealing]`` table with explicit options on top."""
     values = dict(topology.stealing)
     for k, v in (overrides or {}).items():
@@ -43,7 +46,7 @@ def plan_topology(topology: Topology, params: StealParams, root_host: str) -> Tr
     return root
 
 
-def _place(node: TreeNode, cluster, keep_top: bool = False) -> None:
+def _place(node: TreeNode, cluster: Cluster, keep_top: bool = False) -> None:
     """Give the leaves the cluster's slots in order (each host: its CPU slots, then one
     GPU leaf per GPU, pinned to that device); routers the host of a leaf."""
     places = [p for h in cluster.hosts

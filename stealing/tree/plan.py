@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any, Iterator
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class StealParams:
     tasks_per_leaf: int = 5
     steal_factor: float = 2.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _check_int("branches", self.branches, 2)
         _check_int("min_procs", self.min_procs, 1)
         _check_int("tasks_per_leaf", self.tasks_per_leaf, 1)
@@ -35,7 +36,8 @@ class StealParams:
                              f"locally), got {sf!r}")
 
 
-def _check_int(name, value, minimum):
+def _check_int(name: str, value: object, minimum: int) -> None:
+    """``value`` must be an integer (not a bool) of at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if value < minimum:
@@ -52,7 +54,8 @@ def splits(np: int, params: StealParams) -> bool:
     return np >= params.min_procs * params.branches
 
 
-def tasks_per_branch(np, branches=2, min_procs=2, tasks_per_leaf=5, steal_factor=2.0):
+def tasks_per_branch(np: int, branches: int = 2, min_procs: int = 2,
+                     tasks_per_leaf: int = 5, steal_factor: float = 2.0) -> int:
     """qtdTarefasRamo: tasks a parent sends down a branch holding ``np`` processors.
 
     >>> tasks_per_branch(7, 2, 2, 5, 2)   # thesis Figure 5.4
@@ -71,7 +74,7 @@ def _tasks_per_branch(np: int, params: StealParams) -> int:
     return _round(total * params.steal_factor)
 
 
-def _round(x) -> int:
+def _round(x: float) -> int:
     return int(round(x))
 
 
@@ -99,13 +102,14 @@ class TreeNode:
             return [self]
         return [leaf for child in self.children for leaf in child.leaves()]
 
-    def walk(self):
+    def walk(self) -> Iterator[TreeNode]:
+        """This node, then every node below it, depth first."""
         yield self
         for child in self.children:
             yield from child.walk()
 
-    def to_dict(self) -> dict:
-        out = {"role": self.role, "cluster": self.cluster, "host": self.host,
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "cluster": self.cluster, "host": self.host,
                "procs": self.procs, "tasks": self.tasks,
                "children": [c.to_dict() for c in self.children]}
         if self.latency_ms:
@@ -140,8 +144,9 @@ def plan_subtree(procs: int, params: StealParams, role: str, tasks: int,
     return node
 
 
-def plan_tree(np: int, branches=2, min_procs=2, tasks_per_leaf=5, steal_factor=2.0,
-              cluster: str = "local", host: str = "localhost") -> TreeNode:
+def plan_tree(np: int, branches: int = 2, min_procs: int = 2, tasks_per_leaf: int = 5,
+              steal_factor: float = 2.0, cluster: str = "local",
+              host: str = "localhost") -> TreeNode:
     """The process tree for ``np`` processors on one cluster, rooted at the root.
 
     The root plays the first non-leaf of the thesis: it splits into routers when

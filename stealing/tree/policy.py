@@ -40,8 +40,9 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable, Collection, Iterable, Union
 
-from stealing.tree.tasks import owner
+from stealing.tree.tasks import Result, Task, TaskId, owner
 
 DRY_S = 0.01    # a child that had nothing to split off is asked again after this long
 
@@ -55,7 +56,7 @@ LOSS_COUNTERS = ("leaves_lost", "routers_lost", "leaves_removed", "tasks_redone"
 class Give:
     """Send child number ``child`` these tasks (a TASKS message)."""
     child: int
-    tasks: list
+    tasks: list[Task]
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Refuse:
 class AskParent:
     """A remote steal: send the parent the ``results`` gathered so far and ask for
     ``amount`` tasks; ``idle``: no child of this node can be split any more."""
-    results: list
+    results: list[Result]
     amount: int
     idle: bool = False
 
@@ -77,7 +78,7 @@ class AskParent:
 class SendResults:
     """Send the parent ``results``, asking for nothing: the subtree ran dry, or the
     results belong to a leaf outside this subtree (sent at once: it waits for them)."""
-    results: list
+    results: list[Result]
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,18 @@ class AskSplit:
 @dataclass(frozen=True)
 class Yield:
     """Answer the parent's split request with these ``tasks`` (possibly none)."""
-    tasks: list
+    tasks: list[Task]
 
 
 @dataclass(frozen=True)
 class Route:
     """Send child number ``child`` results of work split off its subtree."""
     child: int
-    results: list
+    results: list[Result]
+
+
+# what the policy's methods return: the messages to send, in order
+Action = Union[Give, Refuse, AskParent, SendResults, AskSplit, Yield, Route]
 
 
 class ChildShare:
@@ -107,13 +112,14 @@ class ChildShare:
                  "last_want", "idle", "split_wait", "split_pending", "dry_until", "woken",
                  "lost")
 
-    def __init__(self, role: str, procs: int, quota: int):
+    def __init__(self, role: str, procs: int, quota: int) -> None:
         self.role = role        # "router", "leaf", or "slot" (a spawn-per-batch leaf)
         self.procs = procs
         self.quota = quota      # its initial share of a round
         self.outstanding = 0    # tasks given and not yet returned
-        self.held = {}          # those of them that are (task id, payload) pairs, by id:
-        #                         what is given again if the child is lost
+        # those of them that are (task id, payload) pairs, by id: what is given again
+        # if the child is lost
+        self.held: dict[TaskId, Task] = {}
         self.want = 0           # tasks it is waiting for
         self.asked = False      # the want comes from a steal request
         self.waited = False     # that request had to wait for the node's parent
@@ -128,6 +134,7 @@ class ChildShare:
         self.lost = False       # its process died (or left): it gets nothing more
 
     def clear_want(self) -> None:
+        """It wants nothing now (served, refused, or its request withdrawn)."""
         self.want, self.asked, self.waited = 0, False, False
         self.idle = self.split_wait = self.woken = False
 
@@ -145,7 +152,8 @@ class StealPolicy:
     """Pool, per-child accounting, the request to the parent and the steal counters."""
 
     def __init__(self, steal_factor: float, has_parent: bool, remote: str = "prefetch",
-                 batch_s: float = 0.05, own_quota: int = 1, now=time.monotonic):
+                 batch_s: float = 0.05, own_quota: int = 1,
+                 now: Callable[[], float] = time.monotonic) -> None:
         self.steal_factor = steal_factor
         self.has_parent = has_parent
         self.prefetch_remote = remote == "prefetch"
@@ -153,25 +161,25 @@ class StealPolicy:
         self.own_quota = own_quota      # the share this node's parent gives it
         self.now = now
         self.children: list[ChildShare] = []
-        self.pool: deque = deque()
-        self.results: list = []         # results waiting to go up (routers)
+        self.pool: deque[Task] = deque()
+        self.results: list[Result] = []  # results waiting to go up (routers)
         self.exhausted = not has_parent  # the parent said "no more" (the root: always)
         self.requested = False          # a request to the parent is outstanding
         self.feeding = False            # the root is still adding tasks to this round
         self.stopped = False            # the tree is stopping: give nothing more
         self.rtt = 0.0                  # measured round trip of a remote steal (s)
-        self.asked_at = None
-        self.path: tuple = ()           # this node's address (child indices from the root)
+        self.asked_at: float | None = None
+        self.path: tuple[int, ...] = ()  # this node's address (child indices from the root)
         self.ask_idle = False           # the outstanding request to the parent is idle
         self.split_refused = False      # the parent refused an idle request (no work
         #                                 anywhere outside): do not ask it again
         self.split_up = 0               # tasks the parent asked this node to split off
-        self.up_waiting: set = set()    # children whose split answers the parent's
-        self.up_got: list = []          # what they gave so far
+        self.up_waiting: set[int] = set()  # children whose split answers the parent's
+        self.up_got: list[Task] = []    # what they gave so far
         self.tracking = False           # tasks given are (task id, payload) pairs, held
         #                                 per child by id (see ``results_from``)
-        self.counters: dict = {}
-        self.losses: dict = {}          # LOSS_COUNTERS of the job
+        self.counters: dict[str, int] = {}
+        self.losses: dict[str, int] = {}  # LOSS_COUNTERS of the job
         self.reset_counters()
 
     def add_child(self, role: str, procs: int, quota: int) -> int:
@@ -202,7 +210,7 @@ class StealPolicy:
                 c.split_pending = False     # whatever it said in a past round
                 c.dry_until = 0.0
 
-    def on_tasks(self, tasks) -> list:
+    def on_tasks(self, tasks: Iterable[Task]) -> list[Action]:
         """Tasks from the parent (or the root's expansion); idle children get a share."""
         self.note_answer()
         self.pool.extend(tasks)
@@ -213,7 +221,7 @@ class StealPolicy:
             self.split_refused = False
         return self.distribute()
 
-    def on_nomore(self) -> list:
+    def on_nomore(self) -> list[Action]:
         """The parent has nothing left: waiting children are refused."""
         self.note_answer()
         self.requested = False
@@ -229,7 +237,7 @@ class StealPolicy:
         if count:
             c.dry_until = 0.0
 
-    def child_wants(self, k: int, want: int, idle: bool = False) -> list:
+    def child_wants(self, k: int, want: int, idle: bool = False) -> list[Action]:
         """Child ``k``'s steal request for ``want`` tasks (0: none) after its results;
         ``idle``: it has nothing left to run (a split it owes is void). A leaf's
         results asking for nothing withdraw its request: it has work again (a
@@ -254,12 +262,13 @@ class StealPolicy:
                     return self.distribute() + self._answered_up(k)
         return self.distribute()
 
-    def on_child_results(self, k: int, count: int, want: int, idle: bool = False) -> list:
+    def on_child_results(self, k: int, count: int, want: int,
+                         idle: bool = False) -> list[Action]:
         """Child ``k`` returned ``count`` results and asks for ``want`` more."""
         self.child_returned(k, count)
         return self.child_wants(k, want, idle)
 
-    def on_split_request(self, amount: int) -> list:
+    def on_split_request(self, amount: int) -> list[Action]:
         """The parent asks this node to hand over up to ``amount`` tasks: from the
         pool, else from every child that can be split. The parent asks only when the
         rest of its tree has nothing left to split, so a whole subtree waits on the
@@ -269,7 +278,7 @@ class StealPolicy:
             n = min(amount, (len(self.pool) + 1) // 2)
             return [Yield([self.pool.pop() for _ in range(n)][::-1])]
         self.split_up = max(1, amount)
-        out: list = []
+        out: list[Action] = []
         now = self.now()
         for k, c in enumerate(self.children):
             if c.split_pending:
@@ -283,7 +292,7 @@ class StealPolicy:
             out.append(Yield([]))
         return out
 
-    def on_split_answer(self, k: int, tasks: list) -> list:
+    def on_split_answer(self, k: int, tasks: list[Task]) -> list[Action]:
         """Child ``k`` answered a split with ``tasks`` (its outstanding work shrinks by
         those it had from this node); they go up if the parent asked, else to the
         children waiting for them."""
@@ -298,7 +307,7 @@ class StealPolicy:
         # the parent asked
         return self.distribute(last=k) + self._answered_up(k)
 
-    def _answered_up(self, k: int) -> list:
+    def _answered_up(self, k: int) -> list[Action]:
         """Child ``k``'s part of the parent's split is in (or void: it went idle):
         what the pool holds goes up at once if it is anything, else once every
         child asked has answered (an empty answer tells the parent "nothing here
@@ -317,7 +326,8 @@ class StealPolicy:
         got, self.up_got, self.split_up = self.up_got, [], 0
         return [Yield(got)]
 
-    def results_from(self, k: int, results) -> tuple:
+    def results_from(self, k: int,
+                     results: list[Result]) -> tuple[list[Result], list[Action]]:
         """Child ``k`` sent ``results``: its outstanding work shrinks by those this
         node counted (a split spawn its own subtree ran and owns was never counted
         here); returns ``route(results)``. A counted result of a task the child does
@@ -336,7 +346,7 @@ class StealPolicy:
         self.child_returned(k, self._counted(k, results))
         return self.route(results)
 
-    def lose_child(self, k: int, left: bool = False) -> list:
+    def lose_child(self, k: int, left: bool = False) -> tuple[list[Task], list[Action]]:
         """Child ``k`` died (or ``left``: told to stop by ``shrink``): every task it
         held is put back at the head of
         the pool and given out again (``tasks_redone``); it gets nothing more. Its
@@ -359,11 +369,13 @@ class StealPolicy:
             self.begin_round()      # the root: idle children take the redone tasks
         return tasks, self.distribute() + out
 
-    def route(self, results) -> list:
+    def route(self, results: Iterable[Result]) -> tuple[list[Result], list[Action]]:
         """Where results from a child go: ``(mine, actions)``. ``mine`` are the root's
         tasks' results (kept, or sent up with the next request); a split task's result
         goes down towards its owner (``Route``) or up at once (``SendResults``)."""
-        mine, up, down = [], [], {}
+        mine: list[Result] = []
+        up: list[Result] = []
+        down: dict[int, list[Result]] = {}
         depth = len(self.path)
         for r in results:
             path = owner(r[0])
@@ -375,7 +387,7 @@ class StealPolicy:
                 up.append(r)
         for k in [k for k in down if self.children[k].lost]:
             self.losses["results_dropped"] += len(down.pop(k))   # their owner died
-        actions = [Route(k, rs) for k, rs in down.items()]
+        actions: list[Action] = [Route(k, rs) for k, rs in down.items()]
         for k in down:
             c = self.children[k]
             if c.idle and c.outstanding:
@@ -384,7 +396,7 @@ class StealPolicy:
             actions.append(SendResults(up))
         return mine, actions
 
-    def _comes_back(self, k: int, t) -> bool:
+    def _comes_back(self, k: int, t: Task | Result) -> bool:
         """Task (or result) ``t`` of child ``k`` comes back through this node: its
         owner is not in ``k``'s subtree."""
         path = owner(t[0]) if type(t) is tuple else None    # (a pair: ids alone in tests)
@@ -392,7 +404,8 @@ class StealPolicy:
         return not (path is not None and len(path) > depth and path[depth] == k
                     and path[:depth] == self.path)
 
-    def _counted(self, k: int, tasks, held: dict | None = None) -> int:
+    def _counted(self, k: int, tasks: Iterable[Task | Result],
+                 held: dict[TaskId, Task] | None = None) -> int:
         """How many of ``tasks`` come back through this node when child ``k`` runs
         them; those that are (task id, payload) pairs leave ``held`` (its record of
         what ``k`` holds)."""
@@ -404,20 +417,20 @@ class StealPolicy:
                     held.pop(t[0], None)
         return n
 
-    def keep_results(self, results) -> None:
+    def keep_results(self, results: Iterable[Result]) -> None:
         """Results from below that go up with the next message to the parent."""
         self.results.extend(results)
 
-    def stop_feeding(self) -> list:
+    def stop_feeding(self) -> list[Action]:
         """The root found every task of the round: "no more" may now be said."""
         self.feeding = False
         return self.distribute()
 
-    def end_job(self) -> list:
+    def end_job(self) -> list[Action]:
         """The job is over and its statistics are asked for: every request still
         standing is refused now, before the request for statistics goes down the same
         link, so each refusal is counted in the figures it belongs to."""
-        out: list = []
+        out: list[Action] = []
         self.feeding = False
         self.exhausted = True
         for k, c in enumerate(self.children):
@@ -426,13 +439,14 @@ class StealPolicy:
         return out
 
     def stop(self) -> None:
+        """The tree is stopping: nothing more is given out."""
         self.stopped = True
 
     # decisions -----------------------------------------------------------------
-    def distribute(self, last: int = -1) -> list:
+    def distribute(self, last: int = -1) -> list[Action]:
         """Give waiting children tasks, ask upwards, or say "no more" (child ``last``
         is served after the others)."""
-        out: list = []
+        out: list[Action] = []
         if self.stopped:
             return out
         wanting = [k for k, c in enumerate(self.children) if c.want > 0 and k != last]
@@ -441,19 +455,7 @@ class StealPolicy:
         # an idle child is served before one asking ahead while it computes
         wanting.sort(key=lambda k: not self.children[k].idle)
         if wanting and self.pool:
-            total_want = sum(self.children[k].want for k in wanting)
-            avail = len(self.pool)
-            for k in wanting:
-                if not self.pool:
-                    break
-                c = self.children[k]
-                n = c.want if avail >= total_want else max(1, avail * c.want // total_want)
-                # near the end, no child takes more than its share; work split off for
-                # the children waiting on a split is all theirs
-                if c.asked and not c.split_wait:
-                    n = min(n, max(1, -(-len(self.pool) * c.procs // self.total_procs)))
-                out.append(self._give(k, min(n, len(self.pool))))
-            wanting = [k for k in wanting if self.children[k].want > 0]
+            wanting = self._give_from_pool(wanting, out)
         if wanting:
             if not self.exhausted:
                 for k in wanting:
@@ -461,25 +463,49 @@ class StealPolicy:
                     c.waited = c.asked
                 self._ask_parent(out)
             else:
-                hungry = [k for k in wanting if self.children[k].idle]
-                # a woken child (results went down to it while it waited at sync)
-                # may be computing again: it keeps its request and may be split
-                # (it may as well still be waiting: its request must stand)
-                busy = [k for k in hungry if not self.children[k].woken]
-                if hungry and not self._split_a_child(
-                        sum(self.children[k].want for k in busy or hungry), busy, out,
-                        wanted=len(busy) or 1):
-                    self._ask_parent_idle(out)
-                for k in hungry:
-                    self.children[k].split_wait = True
-                if not self.feeding:        # more tasks may still come: let them wait
-                    for k in wanting:
-                        if not self.children[k].idle or self._quiet(k):
-                            self._refuse(k, out)
+                self._split_or_refuse(wanting, out)
         if not self.exhausted and len(self.pool) < self.low_water():
             self._ask_parent(out)
         self._maybe_go_idle(out)
         return out
+
+    def _give_from_pool(self, wanting: list[int], out: list[Action]) -> list[int]:
+        """Local steals: the ``wanting`` children, in order, get what the pool holds
+        (each its want when there is enough for all, else its share of the pool);
+        returns those still wanting."""
+        total_want = sum(self.children[k].want for k in wanting)
+        avail = len(self.pool)
+        for k in wanting:
+            if not self.pool:
+                break
+            c = self.children[k]
+            n = c.want if avail >= total_want else max(1, avail * c.want // total_want)
+            # near the end, no child takes more than its share; work split off for
+            # the children waiting on a split is all theirs
+            if c.asked and not c.split_wait:
+                n = min(n, max(1, -(-len(self.pool) * c.procs // self.total_procs)))
+            out.append(self._give(k, min(n, len(self.pool))))
+        return [k for k in wanting if self.children[k].want > 0]
+
+    def _split_or_refuse(self, wanting: list[int], out: list[Action]) -> None:
+        """The pool is empty and the parent has nothing left: idle children wait for
+        a busy child's split (or an idle request to the parent); a request that no
+        split can ever serve is refused, once the root stopped feeding tasks."""
+        hungry = [k for k in wanting if self.children[k].idle]
+        # a woken child (results went down to it while it waited at sync)
+        # may be computing again: it keeps its request and may be split
+        # (it may as well still be waiting: its request must stand)
+        busy = [k for k in hungry if not self.children[k].woken]
+        if hungry and not self._split_a_child(
+                sum(self.children[k].want for k in busy or hungry), busy, out,
+                wanted=len(busy) or 1):
+            self._ask_parent_idle(out)
+        for k in hungry:
+            self.children[k].split_wait = True
+        if not self.feeding:        # more tasks may still come: let them wait
+            for k in wanting:
+                if not self.children[k].idle or self._quiet(k):
+                    self._refuse(k, out)
 
     def _give(self, k: int, n: int) -> Give:
         c = self.children[k]
@@ -497,13 +523,14 @@ class StealPolicy:
                     self.tracking = True
         return Give(k, tasks)
 
-    def _split_a_child(self, amount: int, besides, out: list, wanted: int = 1) -> bool:
+    def _split_a_child(self, amount: int, besides: Collection[int], out: list[Action],
+                       wanted: int = 1) -> bool:
         """Make sure ``wanted`` busy children (not of ``besides``) are splitting their
         work: True if any is (the requests wait for the answers), False if no child
         can be split. A child whose split is pending is not asked again, and does
         not hold the others back: it may be waiting itself."""
         pending = 0
-        best = None
+        best: int | None = None
         now = self.now()
         for k, c in enumerate(self.children):
             if k in besides or not c.splittable(now):
@@ -518,7 +545,7 @@ class StealPolicy:
         out.append(AskSplit(best, max(1, amount)))
         return True
 
-    def _ask_parent_idle(self, out: list) -> None:
+    def _ask_parent_idle(self, out: list[Action]) -> None:
         """No child can be split: ask the parent, which may split this node's
         siblings (unless it already said there is no work outside)."""
         if self.has_parent and not self.split_refused and not self.requested:
@@ -538,7 +565,7 @@ class StealPolicy:
                 return False
         return True
 
-    def _refuse(self, k: int, out: list) -> None:
+    def _refuse(self, k: int, out: list[Action]) -> None:
         """"No more" for child ``k``'s request. Only an idle request refused is a
         failed steal: a refused refill (prefetch) only means "not from here, yet"."""
         c = self.children[k]
@@ -548,7 +575,8 @@ class StealPolicy:
             out.append(Refuse(k))
         c.clear_want()
 
-    def _ask_parent(self, out: list, idle: bool = False) -> None:
+    def _ask_parent(self, out: list[Action], idle: bool = False) -> None:
+        """A remote steal (one outstanding at a time; the root has no parent)."""
         if self.requested or not self.has_parent:
             return
         self.requested = True
@@ -563,7 +591,7 @@ class StealPolicy:
         results, self.results = self.results, []
         out.append(AskParent(results, self.ask_amount(), idle))
 
-    def _maybe_go_idle(self, out: list) -> None:
+    def _maybe_go_idle(self, out: list[Action]) -> None:
         """A router whose subtree holds no work sends its results up in one message,
         even with a request of its own outstanding: the root's accounting (and the
         end of the round) waits for them, and an idle subtree makes no new request
@@ -581,7 +609,7 @@ class StealPolicy:
         None: nothing is parked, a split is under way, or no child holds work."""
         if self.stopped or not any(c.want > 0 and c.split_wait for c in self.children):
             return None
-        due = None
+        due: float | None = None
         for c in self.children:
             if c.split_pending:
                 return None
@@ -590,7 +618,7 @@ class StealPolicy:
                 due = c.dry_until
         return None if due is None else max(0.0, due - self.now())
 
-    def retry(self) -> list:
+    def retry(self) -> list[Action]:
         """Parked requests try the split again (``retry_in`` said it is time); the
         children whose wait is over count as splittable from now on (so a child that
         is not picked does not make the node wake again and again)."""
@@ -630,6 +658,7 @@ class StealPolicy:
 
     @property
     def total_procs(self) -> int:
+        """Processors of the children still alive (at least 1: a divisor)."""
         return sum(c.procs for c in self.children if not c.lost) or 1
 
     def busy(self) -> bool:

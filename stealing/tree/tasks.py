@@ -27,7 +27,7 @@ def is_split(task_id: TaskId) -> bool:
 def owner(task_id: TaskId) -> Path | None:
     """The path of the leaf waiting for this task's result, or None for the root's
     tasks."""
-    return task_id[0] if type(task_id) is tuple else None      # type: ignore[index]
+    return task_id[0] if type(task_id) is tuple else None
 
 
 def split_id(owner_path: Path, number: int) -> SplitId:

@@ -30,6 +30,7 @@ import os
 import re
 import socket
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from stealing.exceptions import DacError
 
@@ -52,7 +53,7 @@ def is_this_machine(host: str | None) -> bool:
 class TopologyError(DacError, ValueError):
     """A topology that cannot be used; the message names the file and the key."""
 
-    def __init__(self, source: str, key: str, problem: str):
+    def __init__(self, source: str, key: str, problem: str) -> None:
         self.source, self.key, self.problem = source, key, problem
         where = f"{source}: {key}" if key else source
         super().__init__(f"{where}: {problem}")
@@ -69,7 +70,7 @@ class Host:
 @dataclass
 class Cluster:
     name: str
-    hosts: list
+    hosts: list[Host]
     latency_ms: float = 0.0
 
     @property
@@ -84,8 +85,8 @@ class Cluster:
 
 @dataclass
 class Topology:
-    clusters: list
-    stealing: dict = field(default_factory=dict)
+    clusters: list[Cluster]
+    stealing: dict[str, Any] = field(default_factory=dict)
     source: str = "<default>"
     local: bool = False         # every host mapped onto this machine (``localized``)
 
@@ -97,7 +98,7 @@ class Topology:
     def procs(self) -> int:
         return sum(c.procs for c in self.clusters)
 
-    def hosts(self):
+    def hosts(self) -> list[Host]:
         return [h for c in self.clusters for h in c.hosts]
 
     def localized(self) -> "Topology":
@@ -118,9 +119,11 @@ def local_topology(procs: int | None = None, gpus: int = 0) -> Topology:
 
 
 # parsing ---------------------------------------------------------------------------
-def load_topology(path) -> Topology:
+def load_topology(path: str | os.PathLike[str]) -> Topology:
     """Read and validate a topology file (names are not resolved: see ``check_hosts``)."""
-    import tomllib
+    # tomllib is new in Python 3.11 (dac runs on 3.10 without topology files, and mypy
+    # checks as 3.10); importing it costs a spawned router 6 ms it never needs
+    import tomllib  # type: ignore[import-not-found]  # 3.11+ # lazy: not in 3.10; 6 ms
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
@@ -139,8 +142,32 @@ def load_topology(path) -> Topology:
     return parse_topology(data, path)
 
 
-def parse_topology(data: dict, source: str = "<topology>") -> Topology:
+def parse_topology(data: dict[str, Any], source: str = "<topology>") -> Topology:
+    """Validate a topology's parsed TOML ``data`` (``source`` names it in errors)."""
     _unknown(data, TOP_KEYS, source, "")
+    stealing = _stealing_table(data, source)
+    raw = data.get("clusters")
+    if raw is None:
+        raise TopologyError(source, "clusters", "missing: a topology names at least one "
+                            "cluster ([[clusters]] with name and hosts)")
+    if not isinstance(raw, list) or not raw:
+        raise TopologyError(source, "clusters", "must be a non-empty array of tables "
+                            "([[clusters]])")
+    clusters: list[Cluster] = []
+    names: set[str] = set()
+    seen_hosts: dict[str, str] = {}
+    for i, c in enumerate(raw):
+        clusters.append(_parse_cluster(i, c, source, names, seen_hosts))
+    topology = Topology(clusters, dict(stealing), source)
+    if topology.procs > LIMITS["procs"]:
+        raise TopologyError(source, "clusters", f"asks for {topology.procs} processes "
+                            f"(slots and gpus of every host), more than the "
+                            f"{LIMITS['procs']} a dac tree may have")
+    return topology
+
+
+def _stealing_table(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """The ``[stealing]`` table, checked before any cluster (its errors come first)."""
     stealing = data.get("stealing", {})
     if not isinstance(stealing, dict):
         raise TopologyError(source, "stealing", "must be a table ([stealing])")
@@ -156,50 +183,43 @@ def parse_topology(data: dict, source: str = "<topology>") -> Topology:
             raise TopologyError(source, "stealing.steal_factor",
                                 f"must be a number > 1 and <= "
                                 f"{LIMITS['steal_factor']}, got {sf!r}")
-    raw = data.get("clusters")
-    if raw is None:
-        raise TopologyError(source, "clusters", "missing: a topology names at least one "
-                            "cluster ([[clusters]] with name and hosts)")
-    if not isinstance(raw, list) or not raw:
-        raise TopologyError(source, "clusters", "must be a non-empty array of tables "
-                            "([[clusters]])")
-    clusters, names, seen_hosts = [], set(), {}
-    for i, c in enumerate(raw):
-        key = f"clusters[{i}]"
-        if not isinstance(c, dict):
-            raise TopologyError(source, key, "must be a table")
-        _unknown(c, CLUSTER_KEYS, source, key)
-        name = c.get("name", f"cluster{i}")
-        if not isinstance(name, str) or not name.strip():
-            raise TopologyError(source, f"{key}.name", f"must be a non-empty string, "
-                                f"got {name!r}")
-        if name in names:
-            raise TopologyError(source, f"{key}.name", f"duplicate cluster name {name!r}")
-        names.add(name)
-        latency = c.get("latency_ms", 0.0)
-        if isinstance(latency, bool) or not isinstance(latency, (int, float)) \
-                or not 0 <= latency <= LIMITS["latency_ms"]:
-            raise TopologyError(source, f"{key}.latency_ms",
-                                f"must be a number from 0 to {LIMITS['latency_ms']}, "
-                                f"got {latency!r}")
-        hosts = _cluster_hosts(c, source, key)
-        if not hosts:
-            raise TopologyError(source, f"{key}.hosts", f"cluster {name!r} has no hosts")
-        for h in hosts:
-            if h.name in seen_hosts:
-                raise TopologyError(source, f"{key}.hosts", f"duplicate host {h.name!r} "
-                                    f"(already in {seen_hosts[h.name]})")
-            seen_hosts[h.name] = f"cluster {name!r}"
-        clusters.append(Cluster(name, hosts, float(latency)))
-    topology = Topology(clusters, dict(stealing), source)
-    if topology.procs > LIMITS["procs"]:
-        raise TopologyError(source, "clusters", f"asks for {topology.procs} processes "
-                            f"(slots and gpus of every host), more than the "
-                            f"{LIMITS['procs']} a dac tree may have")
-    return topology
+    return stealing
 
 
-def _cluster_hosts(c: dict, source: str, key: str) -> list:
+def _parse_cluster(i: int, c: object, source: str, names: set[str],
+                   seen_hosts: dict[str, str]) -> Cluster:
+    """Cluster number ``i`` of the file; ``names`` and ``seen_hosts`` (host name ->
+    the cluster that has it) are those of the clusters before it, and grow with it:
+    a name or a host given twice is an error."""
+    key = f"clusters[{i}]"
+    if not isinstance(c, dict):
+        raise TopologyError(source, key, "must be a table")
+    _unknown(c, CLUSTER_KEYS, source, key)
+    name = c.get("name", f"cluster{i}")
+    if not isinstance(name, str) or not name.strip():
+        raise TopologyError(source, f"{key}.name", f"must be a non-empty string, "
+                            f"got {name!r}")
+    if name in names:
+        raise TopologyError(source, f"{key}.name", f"duplicate cluster name {name!r}")
+    names.add(name)
+    latency = c.get("latency_ms", 0.0)
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)) \
+            or not 0 <= latency <= LIMITS["latency_ms"]:
+        raise TopologyError(source, f"{key}.latency_ms",
+                            f"must be a number from 0 to {LIMITS['latency_ms']}, "
+                            f"got {latency!r}")
+    hosts = _cluster_hosts(c, source, key)
+    if not hosts:
+        raise TopologyError(source, f"{key}.hosts", f"cluster {name!r} has no hosts")
+    for h in hosts:
+        if h.name in seen_hosts:
+            raise TopologyError(source, f"{key}.hosts", f"duplicate host {h.name!r} "
+                                f"(already in {seen_hosts[h.name]})")
+        seen_hosts[h.name] = f"cluster {name!r}"
+    return Cluster(name, hosts, float(latency))
+
+
+def _cluster_hosts(c: dict[str, Any], source: str, key: str) -> list[Host]:
     given = [k for k in ("hosts", "hostfile", "slurm") if k in c and c[k] is not False]
     if len(given) != 1:
         raise TopologyError(source, key, "give exactly one of hosts, hostfile or "
@@ -218,7 +238,7 @@ def _cluster_hosts(c: dict, source: str, key: str) -> list:
     raw = c["hosts"]
     if not isinstance(raw, list):
         raise TopologyError(source, f"{key}.hosts", "must be an array of host tables")
-    hosts = []
+    hosts: list[Host] = []
     for j, h in enumerate(raw):
         hk = f"{key}.hosts[{j}]"
         if not isinstance(h, dict):
@@ -250,7 +270,9 @@ def _cluster_hosts(c: dict, source: str, key: str) -> list:
     return hosts
 
 
-def _unknown(table: dict, known, source: str, prefix: str) -> None:
+def _unknown(table: dict[str, Any], known: tuple[str, ...], source: str,
+             prefix: str) -> None:
+    """A key of ``table`` not in ``known`` is an error naming the closest known one."""
     for k in table:
         if k not in known:
             close = difflib.get_close_matches(k, known, n=1)
@@ -260,7 +282,8 @@ def _unknown(table: dict, known, source: str, prefix: str) -> None:
                                 f"unknown key{hint}")
 
 
-def _int(value, source: str, key: str, minimum: int, maximum: int) -> int:
+def _int(value: object, source: str, key: str, minimum: int, maximum: int) -> int:
+    """``value``, an integer from ``minimum`` to ``maximum`` (not a bool), or an error."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TopologyError(source, key, f"must be an integer from {minimum} to "
                             f"{maximum}, got {value!r}")
@@ -273,7 +296,7 @@ def _int(value, source: str, key: str, minimum: int, maximum: int) -> int:
 _RANGE = re.compile(r"^(?P<pre>[^\[\]]*)\[(?P<lo>\d+)-(?P<hi>\d+)\](?P<post>[^\[\]]*)$")
 
 
-def expand_range(name: str) -> list:
+def expand_range(name: str) -> list[str]:
     """``node[01-03]`` -> ``node01, node02, node03`` (width kept); other names as is."""
     m = _RANGE.match(name)
     if not m:
@@ -290,7 +313,7 @@ def expand_range(name: str) -> list:
 
 
 # other sources of one cluster --------------------------------------------------------
-def read_hostfile(path: str) -> list:
+def read_hostfile(path: str) -> list[Host]:
     """An MPI hostfile: ``host``, ``host:N``, ``host slots=N`` (MPICH and Open MPI)."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -300,7 +323,8 @@ def read_hostfile(path: str) -> list:
     except UnicodeDecodeError:
         raise TopologyError(path, "", "is not a text file (a hostfile names a host "
                             "per line)") from None
-    hosts, seen = [], set()
+    hosts: list[Host] = []
+    seen: set[str] = set()
     for n, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -323,7 +347,7 @@ def read_hostfile(path: str) -> list:
     return hosts
 
 
-def slurm_hosts(env=None) -> list:
+def slurm_hosts(env: Mapping[str, str] | None = None) -> list[Host]:
     """The hosts of a Slurm allocation (``SLURM_JOB_NODELIST``, ``SLURM_TASKS_PER_NODE``)."""
     env = os.environ if env is None else env
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
@@ -340,9 +364,11 @@ def slurm_hosts(env=None) -> list:
     return [Host(n, c) for n, c in zip(names, counts)]
 
 
-def parse_slurm_nodelist(text: str) -> list:
+def parse_slurm_nodelist(text: str) -> list[str]:
     """``a[01-03,07],b5`` -> ``a01 a02 a03 a07 b5``."""
-    out, parts, depth, cur = [], [], 0, ""
+    out: list[str] = []
+    parts: list[str] = []
+    depth, cur = 0, ""
     for ch in text:
         if ch == "," and depth == 0:
             parts.append(cur)
@@ -367,9 +393,9 @@ def parse_slurm_nodelist(text: str) -> list:
     return out
 
 
-def parse_slurm_tasks(text: str) -> list:
+def parse_slurm_tasks(text: str) -> list[int]:
     """``2(x3),1`` -> ``[2, 2, 2, 1]``."""
-    out = []
+    out: list[int] = []
     for part in text.split(","):
         m = re.match(r"^(\d+)(?:\(x(\d+)\))?$", part.strip())
         if not m:
@@ -420,8 +446,9 @@ def _launches_through_ssh() -> bool:
 def _ssh_unreachable(host: str, timeout: float) -> str:
     """Why ``host``'s ssh server cannot be reached, or "" (ssh's own configuration
     gives the real name and port: ``ssh -G``)."""
-    import shutil
-    import subprocess
+    # spawned routers import this module but never probe ssh
+    import shutil  # lazy: only this probe needs it (bz2, lzma: 4 ms)
+    import subprocess  # lazy: only this probe runs a command (3 ms)
     name, port = host, 22
     ssh = shutil.which("ssh")
     if ssh is None:
@@ -446,7 +473,7 @@ def _ssh_unreachable(host: str, timeout: float) -> str:
 
 def to_toml(topology: Topology) -> str:
     """The topology as TOML text (for ``dac topology from-slurm`` / ``from-hostfile``)."""
-    lines = []
+    lines: list[str] = []
     if topology.stealing:
         lines.append("[stealing]")
         lines += [f"{k} = {v!r}" for k, v in topology.stealing.items()]

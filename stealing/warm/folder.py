@@ -27,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from typing import Any
 
 from stealing.host.procs import same_process, start_time
 from stealing.host.userdirs import check, default_tree_dir, private_dir
@@ -60,10 +61,11 @@ def make_tree_dir(path: str | None = None) -> str:
 
 
 # what tree.json holds, and of which type
-_FIELDS = {"pid": int, "started_ticks": int, "socket": str, "uid": int, "leaves": int}
+_FIELDS: dict[str, type] = {"pid": int, "started_ticks": int, "socket": str, "uid": int,
+                             "leaves": int}
 
 
-def read_tree_file(folder: str | None = None) -> dict | None:
+def read_tree_file(folder: str | None = None) -> dict[str, Any] | None:
     """What ``tree.json`` says (plus ``"folder"``), or None when there is none. Raises
     ``UnsafeFolder`` for a folder or file that is not the user's alone and
     ``TreeFileError`` for one that is damaged."""
@@ -92,12 +94,12 @@ def read_tree_file(folder: str | None = None) -> dict | None:
     return info
 
 
-def server_alive(info: dict) -> bool:
+def server_alive(info: dict[str, Any]) -> bool:
     """The process ``info`` names still runs: the same pid and start time."""
     return same_process(info["pid"], info["started_ticks"])
 
 
-def write_tree_file(folder: str, info: dict) -> str:
+def write_tree_file(folder: str, info: dict[str, Any]) -> str:
     """Write ``tree.json`` atomically, readable by the user alone; it names this
     process (pid and start time) as the server."""
     info = dict(info, pid=os.getpid(), started_ticks=start_time(os.getpid()))

@@ -24,43 +24,67 @@ import select
 import signal
 import socket
 import time
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from stealing.transport.protocol import ScriptEnv
+from stealing.exceptions import LostProcessError
+from stealing.transport.protocol import Output, ScriptEnv
+from stealing.tree.tasks import TaskId
 from stealing.warm import folder as W
 from stealing.warm import wire
+
+if TYPE_CHECKING:
+    from stealing.roles.root import RootScheduler
 
 DRAIN_S = 5.0           # how long the results of a dead script's job may take to come
 SLICE_S = 0.05          # a waiting job looks at the sockets this often
 
+_T = TypeVar("_T")
+
 
 class _Client:
+    """A connection to the server: a script once it said Hello (its pid and where
+    its tasks run), else ``dac status``, ``dac down`` and the like."""
+
     __slots__ = ("sock", "pid", "hello")
 
-    def __init__(self, sock):
-        self.sock, self.pid, self.hello = sock, None, None
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pid: int | None = None
+        self.hello: wire.Hello | None = None
 
 
 class TreeServer:
     """Serves one warm tree; ``make_scheduler()`` builds a ``RootScheduler`` (not
     started) for each tree it spawns."""
 
-    def __init__(self, make_scheduler, info: dict, folder: str):
+    def __init__(self, make_scheduler: Callable[[], RootScheduler], info: dict[str, Any],
+                 folder: str) -> None:
         self.make_scheduler = make_scheduler
         self.info = dict(info)
         self.folder = folder
-        self.sched = None
-        self.listener = None
+        self.sched: RootScheduler | None = None
+        self.listener: socket.socket | None = None
         self.active: _Client | None = None      # the script that holds the tree
         self.queue: list[_Client] = []          # scripts waiting for it, in order
         self.others: list[_Client] = []         # connections that said no Hello yet
-        self.failure = None         # what the scheduler raised, for the next answer
+        # what the scheduler raised (or a bad request), for the next answer
+        self.failure: Exception | None = None
         self.restart = False        # the tree must be spawned afresh after this job
         self.in_job = False
-        self.fed: set = set()       # task ids of the job not answered yet
+        self.fed: set[TaskId] = set()   # task ids of the job not answered yet
         self.runs = self.scripts = self.restarts = 0
         self.down_by: _Client | None = None
         self.started = time.time()
-        self.output: list = []      # OUTPUT messages for the holder, sent with answers
+        self.output: list[Output] = []  # OUTPUT messages for the holder, sent with answers
+
+    @property
+    def _tree(self) -> RootScheduler:
+        """The scheduler of the tree: there is one from ``start`` to ``close``, save
+        for the moment ``_respawn`` replaces it."""
+        assert self.sched is not None
+        return self.sched
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -83,7 +107,8 @@ class TreeServer:
                          ready_s=round(time.time() - self.started, 3))
         W.write_tree_file(self.folder, self.info)
 
-    def _fresh_tree(self):
+    def _fresh_tree(self) -> RootScheduler:
+        """A new tree, spawned and ready; what its tasks print goes to the holder."""
         sched = self.make_scheduler()
         sched.output = self.output.append       # what tasks print goes to the holder
         sched.start()
@@ -119,17 +144,19 @@ class TreeServer:
                 self.down_by.sock.close()
 
     # the sockets -------------------------------------------------------------------
-    def _look(self, timeout, holder: bool = True) -> None:
+    def _look(self, timeout: float | None, holder: bool = True) -> None:
         """Read what the sockets have (waiting at most ``timeout``; None: until one
         speaks, or a second passes when idle, to look for lost processes);
         ``holder=False``: leave the holder's socket alone (it is waiting for an
         answer, see ``_wait``)."""
+        listener = self.listener
+        assert listener is not None             # it listens from ``start`` on
         clients = self._clients() if holder else self.queue + self.others
-        socks = [self.listener] + [c.sock for c in clients]
+        socks = [listener] + [c.sock for c in clients]
         ready, _, _ = select.select(socks, [], [], 1.0 if timeout is None else timeout)
         for s in ready:
-            if s is self.listener:
-                conn, _ = self.listener.accept()
+            if s is listener:
+                conn, _ = listener.accept()
                 if wire.peer_uid(conn) != os.getuid():
                     conn.close()                # another user: not a word
                     continue
@@ -153,10 +180,12 @@ class TreeServer:
         ready, _, _ = select.select([client.sock], [], [], 0.0)
         return bool(ready)
 
-    def _clients(self) -> list:
+    def _clients(self) -> list[_Client]:
+        """Every connection: the holder's first, then the line, then the others."""
         return ([self.active] if self.active else []) + self.queue + self.others
 
-    def _client_of(self, sock):
+    def _client_of(self, sock: socket.socket) -> _Client | None:
+        """The connection of ``sock`` (None: it was dropped meanwhile)."""
         for c in self._clients():
             if c.sock is sock:
                 return c
@@ -174,7 +203,9 @@ class TreeServer:
             self._drop_job()
             self._next_script()
 
-    def _reply(self, client: _Client, msg) -> None:
+    def _reply(self, client: _Client, msg: object) -> None:
+        """Answer ``client`` (the holder gets what its tasks printed first); a
+        connection that fails is gone."""
         try:
             if client is self.active:
                 self._send_output(client)
@@ -189,15 +220,17 @@ class TreeServer:
             wire.send_msg(client.sock, self.output.pop(0))
 
     # requests ------------------------------------------------------------------------
-    def _handle(self, client: _Client, msg) -> None:
+    def _handle(self, client: _Client, msg: object) -> None:
+        """One request of ``client``: status, resize, down and Hello from anyone, the
+        job's calls from the holder alone."""
         if isinstance(msg, wire.StatusRequest):
             self._reply(client, wire.TreeStatus(self.status()))
         elif isinstance(msg, wire.Resize):
             try:
                 if msg.kind == "grow":
-                    self.sched.grow(msg.count, msg.host, wait_s=60.0)
+                    self._tree.grow(msg.count, msg.host, wait_s=60.0)
                 else:
-                    self.sched.shrink(msg.count)
+                    self._tree.shrink(msg.count)
             except Exception as exc:                        # noqa: BLE001
                 self._reply(client, wire.Failed(exc))
                 return
@@ -214,6 +247,7 @@ class TreeServer:
                 self._lend(client)
             else:
                 self.queue.append(client)
+                assert self.active.pid is not None      # it said Hello, too
                 self._reply(client, wire.Queued(self.active.pid, len(self.queue)))
         elif client is not self.active:
             self._reply(client, wire.Failed(RuntimeError(
@@ -222,8 +256,9 @@ class TreeServer:
         else:
             self._job_request(client, msg)
 
-    def _job_request(self, client: _Client, msg) -> None:
-        sched = self.sched
+    def _job_request(self, client: _Client, msg: object) -> None:
+        """A call of the holder's job, made on the scheduler (see ``_attempt``)."""
+        sched = self._tree
         if isinstance(msg, wire.Wait):
             answer = self._wait(client, msg)
             if answer is not None:
@@ -258,7 +293,7 @@ class TreeServer:
         else:
             self.failure = RuntimeError(f"warm tree: unknown request {msg!r}")
 
-    def _attempt(self, call):
+    def _attempt(self, call: Callable[[], _T]) -> _T | None:
         """Make a scheduler call; what it raises is kept for the script's next answer
         (a task's failure leaves its leaf waiting to be stopped: the tree is spawned
         afresh once the script lets go of it)."""
@@ -269,25 +304,28 @@ class TreeServer:
             self.restart = True
             return None
 
-    def _failed(self):
+    def _failed(self) -> wire.Failed:
+        """The answer that says what failed (the failure is said once)."""
         failure, self.failure = self.failure, None
+        assert failure is not None          # asked for only once one is kept
         self.in_job = False
         return wire.Failed(failure)
 
-    def _wait(self, client: _Client, msg: wire.Wait):
+    def _wait(self, client: _Client, msg: wire.Wait) -> wire.Collected | wire.Failed | None:
         """Results for ``Wait``, in slices of ``SLICE_S`` with a look at the sockets
         between them (the holder may die; others ask for the status or queue up)."""
         if self.failure is not None:
             return self._failed()
         wanted = msg.wanted
         end = None if msg.timeout is None else time.monotonic() + msg.timeout
-        got: dict = {}
+        got: dict[TaskId, bytes] = {}
         while True:
             left = SLICE_S if end is None else min(SLICE_S, end - time.monotonic())
-            more = self._attempt(lambda: self.sched.wait_results(
+            more = self._attempt(lambda: self._tree.wait_results(
                 wanted, None, timeout=max(0.0, left)))
             if self.failure is not None:
                 return self._failed()
+            assert more is not None             # (else it failed)
             got.update(more)
             self.fed.difference_update(more)
             if self.output:
@@ -309,8 +347,8 @@ class TreeServer:
         """The holder let go (or died) in the middle of a job: read and drop what is
         still coming, then end the job; spawn the tree afresh if that fails, takes
         longer than ``DRAIN_S``, or a task failed."""
-        sched = self.sched
         if self.in_job and not self.restart:
+            sched = self._tree
             end = time.monotonic() + DRAIN_S
             try:
                 while self.fed and time.monotonic() < end:
@@ -327,10 +365,10 @@ class TreeServer:
             self._respawn()
 
     def _respawn(self) -> None:
-        from stealing.exceptions import LostProcessError
+        """Stop the tree and spawn it afresh; after a lost process, end the server."""
         self.restart = False
-        lost = self.sched.lost is not None
-        self.sched.stop()
+        lost = self._tree.lost is not None
+        self._tree.stop()
         self.sched = None
         if lost:
             raise SystemExit(f"warm tree: a process was lost ({LostProcessError.__name__}"
@@ -339,6 +377,7 @@ class TreeServer:
         self.sched = self._fresh_tree()
 
     def _next_script(self) -> None:
+        """The holder is done: the next script in line gets the tree."""
         if self.active is not None and self.active.sock.fileno() >= 0:
             self.active.sock.close()
         self.active = None
@@ -350,10 +389,11 @@ class TreeServer:
         """``client`` holds the tree now: its leaves will see its import path, argv,
         folder and recursion limit, and its functions are sent again."""
         hello = client.hello
+        assert hello is not None            # only a script that said Hello is lent it
         self.active = client
         self.scripts += 1
-        self.sched.sent_keys = set()
-        self.sched.job_env = ScriptEnv(tuple(hello.sys_path), tuple(hello.argv),
+        self._tree.sent_keys = set()
+        self._tree.job_env = ScriptEnv(tuple(hello.sys_path), tuple(hello.argv),
                                        hello.cwd, hello.recursion_limit, self.scripts)
         self._reply(client, wire.Welcome(self.status()))
 
@@ -368,7 +408,8 @@ class TreeServer:
             raise SystemExit(f"warm tree: {exc}") from exc
 
     # what dac status shows ---------------------------------------------------------
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
+        """The tree file's information, and the server's state now."""
         usage = resource.getrusage(resource.RUSAGE_SELF)
         info = dict(self.info)
         info.update(uptime_s=round(time.time() - self.started, 3), runs=self.runs,
@@ -383,5 +424,6 @@ class TreeServer:
         return info
 
 
-def _raise_exit(signum, frame):
+def _raise_exit(signum: int, frame: FrameType | None) -> NoReturn:
+    """SIGTERM ends the server as ``dac down`` would (``serve`` cleans up)."""
     raise SystemExit(f"warm tree: signal {signum}")

@@ -9,7 +9,9 @@ from __future__ import annotations
 import pickle
 import socket
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from stealing.tree.tasks import Task, TaskId
 
 _LENGTH = struct.Struct("<Q")
 
@@ -20,7 +22,7 @@ def peer_uid(sock: socket.socket) -> int:
     return struct.unpack("3i", creds)[1]
 
 
-def call(path: str, msg, timeout: float | None):
+def call(path: str, msg: object, timeout: float | None) -> tuple[socket.socket, Any]:
     """Connect to the tree socket ``path``, send ``msg`` and read the answer:
     ``(socket, answer)``, the socket still open (closed if anything failed)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -35,19 +37,23 @@ def call(path: str, msg, timeout: float | None):
 
 
 # framing -----------------------------------------------------------------------
-def send_msg(sock: socket.socket, msg) -> None:
+def send_msg(sock: socket.socket, msg: object) -> None:
+    """Send ``msg`` (one of the types below, or an ``Output``), pickled and framed."""
     data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
     sock.sendall(_LENGTH.pack(len(data)) + data)
 
 
-def recv_msg(sock: socket.socket):
-    """The next message; ``EOFError`` when the peer closed the socket."""
+def recv_msg(sock: socket.socket) -> Any:
+    """The next message (whatever the peer pickled); ``EOFError`` when the peer closed
+    the socket."""
     (n,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size))
     return pickle.loads(_recv_exactly(sock, n))
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    parts, left = [], n
+    """``n`` bytes from ``sock`` (as many reads as it takes)."""
+    parts: list[bytes] = []
+    left = n
     while left:
         chunk = sock.recv(min(left, 1 << 20))
         if not chunk:
@@ -61,8 +67,8 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 class Hello(NamedTuple):
     """A script attaches: where its tasks must run as they would in it."""
     pid: int
-    argv: list
-    sys_path: list
+    argv: list[str]
+    sys_path: list[str]
     cwd: str
     recursion_limit: int
 
@@ -77,8 +83,8 @@ class OpenStream(NamedTuple):
 
 class Feed(NamedTuple):
     """``RootScheduler.feed``: tasks ``[(tid, payload)]`` and the functions they need."""
-    payloads: list
-    table: dict
+    payloads: list[Task]
+    table: dict[str, bytes]
 
 
 class CloseStream(NamedTuple):
@@ -87,8 +93,8 @@ class CloseStream(NamedTuple):
 
 class Wait(NamedTuple):
     """``RootScheduler.wait_results(wanted, timeout=timeout)``: answered by Collected."""
-    wanted: object
-    timeout: object
+    wanted: set[TaskId] | None
+    timeout: float | None
 
 
 class EndJob(NamedTuple):
@@ -113,14 +119,14 @@ class Resize(NamedTuple):
     machine) or ``dac shrink`` ("shrink"); answered by TreeStatus (or Failed), during a
     job too: the new leaves join it."""
     kind: str
-    count: int
+    count: int  # type: ignore[assignment]  # the field hides tuple.count; the wire's name
     host: str | None = None
 
 
 # messages: server -> script --------------------------------------------------------
 class Welcome(NamedTuple):
     """The tree is this script's now (``info``: what ``tree.json`` says, and more)."""
-    info: dict
+    info: dict[str, Any]
 
 
 class Queued(NamedTuple):
@@ -131,12 +137,12 @@ class Queued(NamedTuple):
 
 class Collected(NamedTuple):
     """``{task id: result bytes}`` that came since the last Results."""
-    results: dict
+    results: dict[TaskId, bytes]
 
 
 class JobStats(NamedTuple):
     """The job's per-process statistics (root first)."""
-    records: list
+    records: list[dict[str, Any]]
 
 
 class Failed(NamedTuple):
@@ -147,4 +153,4 @@ class Failed(NamedTuple):
 
 class TreeStatus(NamedTuple):
     """The server's state for ``dac status``."""
-    info: dict
+    info: dict[str, Any]
