@@ -362,7 +362,7 @@ class Runtime:
             if streamer is not None and streamer.started:
                 self.close()
             err = _translate(exc, None, sched)
-            raise err.with_traceback(None) from _cause(err)
+            raise err.with_traceback(None) from _cause(err, exc)
         return exp, streamer
 
     def _solve(self, sf: SpawnFunction, args: tuple, kwargs: dict, exp: Expansion,
@@ -391,7 +391,7 @@ class Runtime:
         except BaseException as exc:
             self.close()            # every process of the tree ends first
             err = _translate(exc, exp, sched)
-            raise err.with_traceback(None) from _cause(err)
+            raise err.with_traceback(None) from _cause(err, exc)
         return value, passes, stats_list, startup
 
     def _drive(self, sched: Scheduler, sf: SpawnFunction, args: tuple, kwargs: dict,
@@ -430,8 +430,12 @@ def _translate(exc: BaseException, exp: Expansion | None,
                sched: Scheduler | None) -> BaseException:
     """The error to raise for ``exc``: a lost process names the task it ran (the
     scheduler knows the task's id, the expansion its call); a warm tree that went
-    away is a ``DacError``."""
+    away is a ``DacError``; a task that ended the program (``sys.exit``, a
+    ``KeyboardInterrupt`` it raised) ends it here too, as the plain program would, at
+    whatever depth it ran."""
     from stealing.warm.folder import TreeGone  # lazy: as .attaching (see _attach)
+    if isinstance(exc, TaskError) and isinstance(exc.exception, _ENDS_PROGRAM):
+        return exc.exception
     if isinstance(exc, TreeGone):
         return DacError(f"the warm tree {exc}")
     lost = getattr(sched, "lost", None)
@@ -446,10 +450,17 @@ def _translate(exc: BaseException, exp: Expansion | None,
     return exc
 
 
-def _cause(err: BaseException) -> BaseException | None:
-    """What ``err`` is raised from: a task's own exception when it travelled (as
-    ``concurrent.futures`` shows it), nothing of dac's internals otherwise (a
-    ``ProcessError`` shows its cause once, in its own text: ``exception`` has it)."""
+_ENDS_PROGRAM = (SystemExit, KeyboardInterrupt)
+
+
+def _cause(err: BaseException, exc: BaseException) -> BaseException | None:
+    """What ``err`` (``exc`` translated) is raised from: a task's own exception when
+    it travelled (as ``concurrent.futures`` shows it); for a task's ``SystemExit`` or
+    ``KeyboardInterrupt``, the ``TaskError`` that says which call raised it and where;
+    nothing of dac's internals otherwise (a ``ProcessError`` shows its cause once, in
+    its own text: ``exception`` has it)."""
+    if err is not exc and isinstance(exc, TaskError):
+        return exc.with_traceback(None)
     return err.exception if isinstance(err, TaskError) else None
 
 

@@ -7,6 +7,8 @@ import re
 import signal
 import sys
 
+import pytest
+
 from proctools import (
     dac_processes,
     finish,
@@ -146,3 +148,26 @@ def test_a_spawn_that_never_returns_ends_the_run_with_a_clear_message(tmp_path):
     started = [int(p) for p in pids.read_text().split()]
     assert started
     assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in started), 5)
+
+
+EXITING = os.path.join(HERE, "scripts", "exiting_task.py")
+
+
+@pytest.mark.parametrize("depth", [0, 2, 3])
+def test_sys_exit_in_a_task_ends_the_program_as_in_plain_python(depth):
+    """One behaviour at every depth: the caller gets the task's SystemExit, so the
+    script ends with its status (before: raw on the root, a TaskError on a leaf)."""
+    code, out, err, _ = run_script([sys.executable, EXITING, "exit", str(depth)])
+    assert code == 3, (out, err[-2000:])
+    assert "not reached" not in out and "Error" not in err, err[-2000:]
+
+
+@pytest.mark.parametrize("depth", [0, 2, 3])
+def test_keyboard_interrupt_raised_by_a_task_reaches_the_caller_as_such(depth):
+    code, out, err, _ = run_script([sys.executable, EXITING, "interrupt", str(depth)])
+    assert code in (130, -signal.SIGINT), (code, err[-2000:])
+    assert err.rstrip().endswith("KeyboardInterrupt"), err[-2000:]
+    if depth:       # raised from the TaskError that says which call and where
+        assert "TaskError: task walk(2, " in err and "raised KeyboardInterrupt" in err, \
+            err[-2000:]
+        assert "leaf pid" in err
