@@ -1039,3 +1039,76 @@ def test_a_joining_child_wants_its_share_at_once():
     k = policy.join_child("leaf", 1, 2)
     assert k == 1 and policy.children[1].want == 2 and policy.children[1].idle
     assert policy.distribute() == [Give(1, [(2, b"x"), (3, b"x")])]
+
+
+# --- shares by speed ------------------------------------------------------------------
+def _drain(rates, batch_s=0.05, overhead_s=0.0, floor=None, tasks=4000):
+    """Run ``tasks`` independent tasks through a root's policy on leaves of these
+    ``rates`` (tasks/s); a batch of n takes ``overhead_s + n / rate``; each leaf asks for
+    ``batch_s`` of work at its rate (at least ``floor[k]``) when its batch is done, and
+    reports its rate. Returns the tasks each leaf ran and the time the last one ended."""
+    import heapq
+    clock = Clock()
+    policy = StealPolicy(2.0, has_parent=False, now=clock)
+    for _ in rates:
+        policy.add_child("leaf", 1, 5)
+    ran = [0] * len(rates)
+    events = []     # (time, leaf, tasks in its batch)
+
+    def act(actions):
+        for a in actions:
+            if isinstance(a, Give):
+                n = len(a.tasks)
+                heapq.heappush(events, (clock.t + overhead_s + n / rates[a.child],
+                                        a.child, n))
+
+    act(policy.on_tasks([(i, b"") for i in range(tasks)]))
+    end = 0.0
+    while events:
+        clock.t, k, n = heapq.heappop(events)
+        ran[k] += n
+        end = clock.t
+        want = max((floor or {}).get(k, 1), round(rates[k] * batch_s))
+        policy.note_rate(k, rates[k])               # what its RESULTS say
+        act(policy.on_child_results(k, n, want, idle=True))
+    assert sum(ran) == tasks
+    return ran, end
+
+
+def test_a_leaf_50_times_faster_than_each_of_16_others_gets_its_share_by_rate():
+    """Grants follow the children's measured rates (share = rate / sum of rates), not
+    their processor counts: a leaf 50x faster than each of 16 others, asking for
+    2048 tasks like a GPU leaf, gets a batch sized by its rate, and the run ends
+    near the ideal time. (Before: at most ceil(pool / 17) per grant, whatever its rate.)"""
+    rates = [50_000.0] + [1000.0] * 16
+    policy = root([("leaf", 1, 5)] * 17)
+    for k, r in enumerate(rates):
+        policy.note_rate(k, r)
+    policy.on_tasks([(i, b"") for i in range(4000)])
+    policy.children[0].outstanding = 0
+    acts = policy.child_wants(0, 2048, idle=True)
+    assert sizes(acts) == [("Give", 0, 2048)]       # 2048 <= 3915 * 50/66
+    # the whole run: a batch costs 2 ms more than its tasks (a GPU's launch)
+    ran, end = _drain(rates, overhead_s=0.002, floor={0: 2048})
+    ideal = 4000 / sum(rates)
+    assert ran[0] / 4000 >= 0.70            # its rate's share is 50/66 = 0.76
+    assert end <= 1.25 * ideal              # (before: 2.08x, the fast leaf 55%)
+
+
+def test_without_measured_rates_shares_follow_processors():
+    policy = root([("leaf", 1, 5)] * 16 + [("router", 16, 50)])
+    policy.on_tasks([(i, b"") for i in range(320)])
+    policy.children[16].outstanding = 0
+    acts = policy.child_wants(16, 10_000, idle=True)
+    # the round's quotas went first: 16 * 5 + 50, then at most its processors' half
+    assert sizes(acts) == [("Give", 16, -(-(320 - 130) * 16 // 32))]
+
+
+def test_a_subtree_reports_the_sum_of_its_childrens_rates():
+    policy = router(leaves=3)
+    assert policy.subtree_rate() == 0.0                 # nothing measured yet
+    policy.note_rate(0, 100.0)
+    assert policy.subtree_rate() == 300.0               # the others as fast, per processor
+    policy.note_rate(1, 50.0)
+    policy.note_rate(2, 10.0)
+    assert policy.subtree_rate() == 160.0

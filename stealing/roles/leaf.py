@@ -343,7 +343,8 @@ class Leaf:
             self.split_owed = False
             if self.running:
                 self.executor.split(0)
-        self.send(P.RESULTS, P.Results(results, self.want, idle=idle, seq=self.seq))
+        self.send(P.RESULTS, P.Results(results, self.want, idle=idle, seq=self.seq,
+                                       rate=self.rate or 0.0))
 
     def send_results(self, results: list) -> None:
         """Results, asking for nothing: a leaf's RESULTS replaces its request, so one

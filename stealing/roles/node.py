@@ -249,6 +249,7 @@ class Node(Membership):
             if self.stopping is not None:   # it ended before reading STOP
                 self.stopping -= 1
                 return
+        self.policy.note_rate(child.index, msg.rate)
         self.apply(self.policy.child_wants(child.index, msg.want, msg.idle))
 
     def _child_stats(self, child: Child, msg: P.Stats) -> None:
@@ -321,9 +322,11 @@ class Node(Membership):
                 if self.timeline is not None:
                     self.timeline.ask()
                 self.send_up(P.RESULTS, P.Results(action.results, action.amount,
-                                                  idle=action.idle))
+                                                  idle=action.idle,
+                                                  rate=self.policy.subtree_rate()))
             elif isinstance(action, SendResults):
-                self.send_up(P.RESULTS, P.Results(action.results, 0))
+                self.send_up(P.RESULTS, P.Results(action.results, 0,
+                                                  rate=self.policy.subtree_rate()))
             elif isinstance(action, Route):
                 child = self.children[action.child]
                 if child.comm is not None:

@@ -95,12 +95,14 @@ class Results(NamedTuple):
     its last message (it exits after it), else None. ``idle``: the child has nothing
     left to run (a leaf with an empty queue, or waiting at ``sync`` for stolen
     children; a router none of whose children can be split), so the parent may serve
-    the request by splitting another child's work, not only from its pool."""
+    the request by splitting another child's work, not only from its pool. ``rate``
+    sizes the sender's share of its parent's pool (``StealPolicy.note_rate``)."""
     results: list[Result]
     want: int
     leaf_stats: dict[str, Any] | None = None
     idle: bool = False
     seq: int = 0        # the request's number (answers name it)
+    rate: float = 0.0   # tasks/s the sender's subtree runs (0: not measured yet)
 
 
 class Split(NamedTuple):

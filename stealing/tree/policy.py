@@ -37,6 +37,7 @@ The rules:
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -110,7 +111,7 @@ class ChildShare:
 
     __slots__ = ("role", "procs", "quota", "outstanding", "held", "want", "asked", "waited",
                  "last_want", "idle", "split_wait", "split_pending", "dry_until", "woken",
-                 "lost")
+                 "lost", "rate")
 
     def __init__(self, role: str, procs: int, quota: int) -> None:
         self.role = role        # "router", "leaf", or "slot" (a spawn-per-batch leaf)
@@ -132,6 +133,7 @@ class ChildShare:
         self.woken = False      # results went down to it since its idle request: it
         #                         may be computing again (and can be split)
         self.lost = False       # its process died (or left): it gets nothing more
+        self.rate = 0.0         # tasks/s its subtree runs, as it last said (0: unknown)
 
     def clear_want(self) -> None:
         """It wants nothing now (served, refused, or its request withdrawn)."""
@@ -483,7 +485,7 @@ class StealPolicy:
             # near the end, no child takes more than its share; work split off for
             # the children waiting on a split is all theirs
             if c.asked and not c.split_wait:
-                n = min(n, max(1, -(-len(self.pool) * c.procs // self.total_procs)))
+                n = min(n, self._share_of_pool(k))
             out.append(self._give(k, min(n, len(self.pool))))
         return [k for k in wanting if self.children[k].want > 0]
 
@@ -655,6 +657,35 @@ class StealPolicy:
             rtt = self.now() - self.asked_at
             self.rtt = rtt if self.rtt == 0.0 else 0.5 * (self.rtt + rtt)
             self.asked_at = None
+
+    def note_rate(self, k: int, rate: float) -> None:
+        """Child ``k`` measured ``rate`` tasks/s (its RESULTS say so; 0: not yet)."""
+        if rate > 0:
+            self.children[k].rate = rate
+
+    def subtree_rate(self) -> float:
+        """Tasks/s of this node's subtree: the children's measured rates, a child not
+        measured yet counted at the measured ones' rate per processor; 0 when none is
+        measured. A router reports it to its parent with its requests."""
+        live = [c for c in self.children if not c.lost]
+        known = [c for c in live if c.rate > 0]
+        if not known:
+            return 0.0
+        per_proc = sum(c.rate for c in known) / sum(c.procs for c in known)
+        return sum(c.rate if c.rate > 0 else per_proc * c.procs for c in live)
+
+    def _share_of_pool(self, k: int) -> int:
+        """The most child ``k`` takes of the pool at once: its share of the subtree's
+        speed (seeds 000 and 003: rate / sum of rates), or of its processors when
+        that is more (or nothing is measured yet), so a fast child (a GPU leaf) is not
+        held to a CPU core's share, and a child whose rate was measured on small
+        batches keeps at least its processors' share. At least one task."""
+        c = self.children[k]
+        by_procs = -(-len(self.pool) * c.procs // self.total_procs)
+        total = self.subtree_rate()
+        if total <= 0 or c.rate <= 0:
+            return max(1, by_procs)
+        return max(1, by_procs, math.ceil(len(self.pool) * c.rate / total))
 
     @property
     def total_procs(self) -> int:
