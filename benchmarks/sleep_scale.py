@@ -10,11 +10,12 @@ splitting running tasks.
 
     efficiency = (total sleep / leaves) / elapsed
 
-(1.0: every leaf slept all the time.) Measured with and without routers: the default
-tree (routers above groups of leaves) and a flat one (``min_procs`` large enough that
-the root spawns every leaf itself).
+(1.0: every leaf slept all the time.) Measured on three shapes: the default tree
+(routers only above 63 leaves: ``branches = 4``, ``min_procs = 16``), the thesis'
+(``branches = 2``, ``min_procs = 2``: about one router per leaf) and a flat one
+(``min_procs`` large enough that the root spawns every leaf itself).
 
-Run:  python benchmarks/sleep_scale.py                 # 32 leaves, both shapes, 2 runs
+Run:  python benchmarks/sleep_scale.py                 # 32 leaves, three shapes, 2 runs
       python benchmarks/sleep_scale.py --leaves 64 --repeat 3
 Exit status: 0 (figures are reported, not asserted).
 """
@@ -72,23 +73,27 @@ def main() -> int:
     print(f"tree: {nodes} nodes (seed {args.seed}, p {args.p}, depth <= {args.limit}), "
           f"{args.ms} ms each: {nodes * args.ms / 1000:.1f} s of sleep, "
           f"{ideal:.2f} s per leaf on {args.leaves} leaves")
-    shapes = {"routers": {}, "flat": {"min_procs": 4 * args.leaves}}
+    shapes = {"default": {}, "thesis": {"branches": 2, "min_procs": 2},
+              "flat": {"min_procs": 4 * args.leaves}}
     runs = {name: [] for name in shapes}
     for _ in range(args.repeat):
         for name, extra in shapes.items():      # interleaved repetitions
+            began = time.perf_counter()
             with dac.Runtime(procs=args.leaves, **extra) as rt:
                 rt.run(nap_tree, args.seed, 0, 0, 3, args.p, 1.0)       # warm: start-up
+                startup = time.perf_counter() - began
                 report = rt.run_report(nap_tree, args.seed, 0, 0, args.limit, args.p,
                                        args.ms)
             assert report.result == nodes, (report.result, nodes)
             st = report.stats
             routers = sum(1 for p in st["processes"] if p["role"] == "router")
             runs[name].append((ideal / report.elapsed_s, report.elapsed_s, routers,
-                               st["steals_split"], st["split_tasks"]))
+                               st["steals_split"], st["split_tasks"], startup))
     for name, rs in runs.items():
         effs = sorted(r[0] for r in rs)
         print(f"{name:8s} ({rs[0][2]} routers): efficiency min {effs[0]:.2f} median "
-              f"{statistics.median(effs):.2f} max {effs[-1]:.2f}; elapsed "
+              f"{statistics.median(effs):.2f} max {effs[-1]:.2f}; start-up "
+              f"{', '.join(f'{r[5]:.1f}' for r in rs)} s; elapsed "
               f"{', '.join(f'{r[1]:.2f}' for r in rs)} s; split steals "
               f"{', '.join(str(r[3]) for r in rs)}; split tasks "
               f"{', '.join(str(r[4]) for r in rs)}")

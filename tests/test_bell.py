@@ -40,7 +40,7 @@ def abstract_sockets() -> set:
 
 
 def test_the_root_and_every_process_of_a_tree_on_this_host_have_a_bell():
-    with dac.Runtime(procs=4, min_procs=2) as rt:
+    with dac.Runtime(procs=4, branches=2, min_procs=2) as rt:
         assert rt.run(programs.fib, 15) == 610
         node = rt.scheduler.node
         assert node.mailbox.bell is not None

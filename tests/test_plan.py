@@ -155,3 +155,17 @@ def test_plan_tree_rejects_bad_parameters(name, value, error):
 def test_bad_processor_count(func, np_, error):
     with pytest.raises(error, match="np"):
         func(np_, **FIG_5_4)
+
+
+@pytest.mark.parametrize("np, routers, leaves_under", [
+    (32, 0, [32]), (95, 0, [95]), (96, 4, [24] * 4), (128, 4, [32] * 4),
+    (256, 4, [64] * 4), (384, 20, [24] * 16)])
+def test_the_default_tree_has_routers_only_above_95_leaves(np, routers, leaves_under):
+    """A run's defaults (StealParams(): branches 4, min_procs 24): a router only where
+    a node would hold 96 leaves or more; the thesis' 2, 2 gives one per pair."""
+    from stealing.tree.plan import StealParams, plan_subtree
+    plan = plan_subtree(np, StealParams(), "root", 0)
+    assert sum(n.role == "router" for n in plan.walk()) == routers
+    assert [len(n.children) for n in plan.walk()
+            if n.children and n.children[0].role == "leaf"] == leaves_under
+    assert sum(n.role == "router" for n in plan_tree(128).walk()) == 126

@@ -34,7 +34,7 @@ def test_runtime_processes_exist_while_open_and_end_after():
 
 
 def test_routers_and_leaves_end_after_a_run():
-    with dac.Runtime(procs=5) as rt:
+    with dac.Runtime(procs=5, branches=2, min_procs=2) as rt:     # 2 routers
         report = rt.run_report(programs.fib, 16)
         pids = {p["pid"] for p in report.stats["processes"] if p["role"] != "root"}
         assert len(pids) == 7

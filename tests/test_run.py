@@ -35,7 +35,7 @@ def test_fib_on_a_fresh_tree(procs):
 
 
 def test_every_spawned_process_reports_where_its_start_went():
-    report = dac.run_report(programs.fib, 18, procs=4, min_procs=2)
+    report = dac.run_report(programs.fib, 18, procs=4, branches=2, min_procs=2)
     assert report.result == 2584
     spawned = [p for p in report.stats["processes"] if p["role"] != "root"]
     assert {p["role"] for p in spawned} == {"router", "leaf"}

@@ -32,8 +32,8 @@ NAP = 0.002
 
 def run_tree(procs, leaf_mode):
     report = dac.run_report(programs.range_sum, 0, TASKS, NAP, procs=procs,
-                            leaf_mode=leaf_mode, depth=DEPTH)
-    plan = plan_tree(procs)
+                            leaf_mode=leaf_mode, depth=DEPTH, **THESIS)
+    plan = plan_tree(procs)             # the thesis' parameters, as THESIS
     routers = sum(1 for n in plan.walk() if n.role == "router")
     leaf_parents = sum(1 for n in plan.walk() if n.children and
                        n.children[0].role == "leaf")
@@ -62,6 +62,7 @@ def leaf_groups(processes):
 
 
 SHAPES = [(1, 0), (2, 0), (5, 2), (14, 10)]
+THESIS = {"branches": 2, "min_procs": 2}    # the thesis' tree: routers above pairs
 
 
 @pytest.mark.parametrize("procs, routers", SHAPES)
@@ -144,7 +145,7 @@ def test_spawn_per_batch_tree(procs, routers):
 
 
 def test_persistent_tree_on_nqueens_with_routers():
-    report = dac.run_report(programs.queens, 9, 0, 0, 0, procs=5)
+    report = dac.run_report(programs.queens, 9, 0, 0, 0, procs=5, **THESIS)
     assert report.result == programs.QUEENS[9]
     assert report.stats["spawns"] == 2 + 5
     assert report.stats["steals_failed"] == 5 + 2

@@ -6,8 +6,9 @@ serving every steal itself: 71.10 s against 71.03 s, so a router level costs alm
 nothing there. Here the leaves grow from 4 to 32 (``--leaves``) on an irregular tree of
 sleeping tasks (``benchmarks/sleep_scale.py``: every spawn stealable, one task at the
 start, work only by splitting), so dozens of leaves fit on 2 cores and the figure
-measures the scheduler. Each size runs the default tree (routers above groups of
-leaves) and a flat one (the root spawns every leaf: one central pool), interleaved:
+measures the scheduler. Each size runs the thesis' tree (``branches = 2``,
+``min_procs = 2``: routers above pairs of leaves) and a flat one (the root spawns every
+leaf: one central pool), interleaved:
 
     efficiency = (total sleep / leaves) / elapsed        (1.0: no leaf ever waited)
 
@@ -30,7 +31,9 @@ import dac  # noqa: E402
 
 
 def one_run(leaves, shape, seed, limit, p, ms, nodes):
-    extra = {"min_procs": 4 * leaves} if shape == "central" else {}
+    # the thesis' tree (routers above pairs of leaves) against one central pool
+    extra = {"min_procs": 4 * leaves} if shape == "central" else \
+        {"branches": 2, "min_procs": 2}
     with dac.Runtime(procs=leaves, **extra) as rt:
         rt.run(nap_tree, seed, 0, 0, 3, p, 1.0)             # start-up out of the way
         report = rt.run_report(nap_tree, seed, 0, 0, limit, p, ms)

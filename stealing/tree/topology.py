@@ -3,8 +3,8 @@
 A topology is TOML, read with the standard library's ``tomllib``::
 
     [stealing]                 # optional; these are the defaults
-    branches = 2
-    min_procs = 2
+    branches = 4               # (the thesis' Figure 5.4: 2 and 2)
+    min_procs = 24
     tasks_per_leaf = 5
     steal_factor = 2.0
 

@@ -45,7 +45,7 @@ def main():
     mark = sys.argv[4] if len(sys.argv) > 4 else ""
     try:
         # (the root runs no 60 s task itself while its leaves start: root_helps off)
-        value = dac.run(top, 8, how, mark, procs=procs, leaf_mode=mode,
+        value = dac.run(top, 8, how, mark, procs=procs, branches=2, min_procs=2, leaf_mode=mode,
                         root_helps=how != "wait")
     except dac.LostProcessError as exc:
         print(f"lost: role={exc.role} pid={exc.pid} host={exc.host} "

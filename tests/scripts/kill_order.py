@@ -49,7 +49,8 @@ def find(kind, sched):
 def main():
     kinds = sys.argv[1].split(",")
     procs = int(sys.argv[2]) if len(sys.argv) > 2 else 4
-    rt = dac.Runtime(procs=procs, root_helps=False)
+    rt = dac.Runtime(procs=procs, branches=2, min_procs=2,   # the thesis' tree: routers
+                     root_helps=False)
     rt.start()
     rt.run(sleep_tree, 2, 1.0)                  # every leaf ready
     killed, first = [], []

@@ -24,7 +24,7 @@ def main():
         durations = tuple(float(d) for d in what.split(","))
     else:
         durations = (float(secs),) * int(what)
-    value = dac.run(programs.naps, durations, mark, procs=int(procs), leaf_mode=mode,
+    value = dac.run(programs.naps, durations, mark, procs=int(procs), branches=2, min_procs=2, leaf_mode=mode,
                     tasks_per_leaf=per_leaf)
     print(f"finished {value}", flush=True)
 

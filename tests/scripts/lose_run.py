@@ -57,7 +57,8 @@ def main():
         fn, args, expected = once_all, (16, mark), sum(range(16))
     else:
         fn, args, expected = PROGRAMS[program]
-    rt = dac.Runtime(procs=procs, leaf_mode=mode)
+    rt = dac.Runtime(procs=procs, branches=2, min_procs=2,   # routers to lose
+                     leaf_mode=mode)
     rt.start()
     killed = []
 
