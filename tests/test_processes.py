@@ -178,3 +178,16 @@ def test_ctrl_c_in_a_terminal_under_dac_run_raises_keyboard_interrupt(tmp_path):
     assert code != 0 and seconds < 15
     assert "KeyboardInterrupt" in err, f"exit code {code}, stderr {err[-500:]!r}"
     assert "finished" not in out
+
+
+def test_ctrl_c_in_the_middle_of_a_spawn_leaves_no_process_and_no_shared_memory():
+    """The interrupt comes while MPI_Comm_spawn starts 16 leaves: the processes it
+    started are unknown to the tree, yet they end, and the MPI shared memory they
+    made goes (before: one segment left in /dev/shm each time)."""
+    tag, t0 = new_tag(), time.time()
+    proc = launch([sys.executable, os.path.join(HERE, "scripts", "cut_spawn.py"), "16",
+                   "0.3"], tag)
+    code, out, err, _ = finish(proc, 60)
+    assert "interrupted" in out and code == 130, (out, err[-2000:])
+    assert wait_for_no_processes(tag, timeout=10) == {}
+    assert leftover_shm(t0) == []

@@ -102,3 +102,23 @@ def descendants(roots: Iterable[int]) -> list[int]:
         found.append(pid)
         todo.extend(p for p, (_, parent) in procs.items() if parent == pid)
     return found
+
+
+def processes_of_run(run_dir: str) -> list[int]:
+    """This process's descendants started for the run whose folder is ``run_dir``:
+    dac's spawned processes (monitors and workers) carry it as their last argument,
+    so a process this run did not start is never among them."""
+    me = os.getpid()
+    mark = run_dir.encode()
+    found = []
+    for pid in descendants([me]):
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in argv:
+            found.append(pid)
+    return found

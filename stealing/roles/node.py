@@ -62,6 +62,8 @@ class Node(Membership):
         self.parent = parent            # intercomm to the parent, None at the root
         self.children: list[Child] = []
         self.comms: list[Intercomm] = []    # distinct child intercomms, for polling
+        self.spawn_cut = False          # a spawn was interrupted: processes it started
+        #                                 are unknown to the tree (see Root's stop)
         settings = init.settings
         self.policy = StealPolicy(self.params.steal_factor, has_parent=parent is not None,
                                   remote=settings.remote, batch_s=settings.batch_s)
@@ -106,8 +108,10 @@ class Node(Membership):
     def _spawn(self, count: int, host: str | None) -> Intercomm:
         """Spawn ``count`` dac processes on ``host``; under fault tolerance their link
         returns errors instead of ending the job when they die."""
+        self.spawn_cut = True       # until the spawn returns (a Ctrl-C may cut it)
         comm = spawn(self.MPI, count, _spawn_host(host), self.init.tree.run_dir,
                      watch_losses=not self.fault_tolerant)
+        self.spawn_cut = False
         if self.fault_tolerant:
             comm.Set_errhandler(self.MPI.ERRORS_RETURN)
         return comm

@@ -25,7 +25,7 @@ from stealing.host.losses import (
     note_shm,
     read_lost_records,
 )
-from stealing.host.procs import signal_all, wait_gone
+from stealing.host.procs import alive, processes_of_run, signal_all, wait_gone
 from stealing.host.shm import own_shm
 from stealing.host.watch import Watch
 from stealing.observe.output import Printer, prefix_default
@@ -36,7 +36,12 @@ from stealing.roles.node import Node
 from stealing.transport import protocol as P
 from stealing.transport.bell import Bell, bell_name
 from stealing.transport.mailbox import Mailbox
-from stealing.transport.mpi import check_reach, init_mpi, mark_broken  # noqa: F401  (init_mpi: for callers)
+from stealing.transport.mpi import (  # noqa: F401  (init_mpi: for callers)
+    check_reach,
+    init_mpi,
+    mark_broken,
+    sweep_shm_after,
+)
 from stealing.tree.plan import StealParams, TreeNode
 from stealing.tree.tasks import Result, Task, TaskId, is_split
 from stealing.tree.topology import is_this_machine
@@ -432,8 +437,9 @@ class RootScheduler:
             pass
         if self.lost is not None:
             self._abandon(node)
-        else:
-            self._stop_tree(node, grace, timeout)
+        elif not self._stop_tree(node, grace, timeout) or node.startup_end is None \
+                or node.spawn_cut:
+            self._end_strays()
         self.watch.close()
         _remove_dir(self.run_dir)
 
@@ -446,12 +452,33 @@ class RootScheduler:
         assert self.node is not None, "the tree is not started (or was stopped)"
         return self.node
 
+    def _end_strays(self) -> None:
+        """The tree did not end cleanly, or was still starting (a Ctrl-C in the middle
+        of a spawn): processes of this run the tree never heard of yet are ended, and
+        the MPI shared memory that killed or starting processes could not unlink goes
+        once nobody maps it."""
+        strays = processes_of_run(self.run_dir) if self.run_dir is not None else []
+        # (after a clean stop only a cut spawn's processes are left; a monitor may
+        # still be ending its worker's BYE: give them a moment)
+        wait_gone(strays, 2.0)
+        strays = [p for p in strays if alive(p)]
+        if not strays:
+            sweep_shm_after(self.started_at)
+            return
+        signal_all(strays, signal.SIGKILL)
+        wait_gone(strays, 5.0)
+        # MPICH counts them lost: no MPI_Finalize (it would crash), no spawn again
+        mark_broken(f"{len(strays)} processes of a tree stopped while it was starting",
+                    since=self.started_at)
+
     def _abandon(self, node: Root) -> None:
         """After a loss MPICH ends the job: no message can go down the tree any more.
         End what is left of the processes dac started on this host, remove their
         shared memory, and never finalize or spawn again in this process."""
         pids = [p for c in node.children for p in c.pids] + list(node.leaf_pids) + \
             self.watch.pids()
+        if self.run_dir is not None:        # and those a spawn under way was starting
+            pids += processes_of_run(self.run_dir)
         signal_all(pids, signal.SIGKILL)
         wait_gone(pids, 5.0)
         lost = self.lost
@@ -459,18 +486,19 @@ class RootScheduler:
         mark_broken(f"{lost['role']} pid {lost['pid']} on {lost['host']} "
                     f"({describe_loss(lost)})", node.shm, since=self.started_at)
 
-    def _stop_tree(self, node: Root, grace: float, timeout: float) -> None:
+    def _stop_tree(self, node: Root, grace: float, timeout: float) -> bool:
         """STOP down the tree and wait for every BYE; SIGTERM to this host's leaves
-        after ``grace``, SIGKILL to what is left after ``timeout`` or a failure."""
+        after ``grace``, SIGKILL to what is left after ``timeout`` or a failure.
+        True when every process said BYE and none needed a signal."""
         node.errors = []
         pids = [p for c in node.children for p in c.pids]
         leaves = list(node.leaf_pids)
+        termed = False
         try:
             node.begin_stop()
             assert node.stopping is not None        # begin_stop counts the BYEs due
             start = time.monotonic()
             deadline = start + timeout
-            termed = False
             while node.stopping > 0 and time.monotonic() < deadline:
                 if not termed and time.monotonic() > start + grace:
                     termed = True
@@ -495,6 +523,7 @@ class RootScheduler:
         if not clean:
             signal_all(pids, signal.SIGKILL)
         wait_gone(pids, 5.0)
+        return clean and not termed
 
 
 def _remove_dir(path: str | None) -> None:

@@ -36,7 +36,8 @@ from stealing.host.shm import own_shm, sweep_hydra_files, sweep_unused_shm, unli
 class _State(TypedDict):
     """This process's MPI: the ``mpi4py.MPI`` module once started, what was lost
     (``broken``), dac's ``mpiexec`` launcher folder and the ``PATH`` it replaced, the
-    pid that started MPI, whether this is a forked child and MPI listens on loopback."""
+    pid that started MPI, whether this is a forked child and MPI listens on loopback,
+    and what ``sweep_shm_after`` left for the exit."""
     MPI: ModuleType | None
     broken: str | None
     shim_dir: str | None
@@ -44,10 +45,12 @@ class _State(TypedDict):
     owner: int | None
     forked: bool
     loopback: bool
+    sweep_at_exit: float | None     # the earliest tree start whose files are swept at exit
 
 
 _state: _State = {"MPI": None, "broken": None, "shim_dir": None, "path": None,
-                  "owner": None, "forked": False, "loopback": False}
+                  "owner": None, "forked": False, "loopback": False,
+                  "sweep_at_exit": None}
 lock = threading.RLock()     # MPI runs serialized: one thread at a time drives the tree
 
 
@@ -216,6 +219,9 @@ def check_usable() -> None:
             f"of that job. Start a new Python process to run again.")
 
 
+SWEEP_S = 5.0       # how long a loss waits for the killed processes to unmap their files
+
+
 def mark_broken(what: str, shm_names: Iterable[str] = (),
                 since: float | None = None) -> None:
     """A spawned process was lost: remove its job's shared-memory segments, skip
@@ -228,10 +234,31 @@ def mark_broken(what: str, shm_names: Iterable[str] = (),
         _state["broken"] = what
     unlink_shm(list(shm_names) + own_shm())
     if since is not None:
-        deadline = time.monotonic() + 2.0
-        while sweep_unused_shm(since) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        sweep_shm_after(since)
     sweep_hydra_files()
+
+
+def sweep_shm_after(since: float | None) -> None:
+    """Remove the MPI shared-memory files made since ``since`` (a tree's start) that
+    no live process maps, waiting up to ``SWEEP_S`` for processes that are ending to
+    unmap theirs; what is still mapped then is looked at again when this process
+    exits (a loaded machine ends killed processes late)."""
+    if since is None:
+        return
+    deadline = time.monotonic() + SWEEP_S
+    while sweep_unused_shm(since) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    first = _state["sweep_at_exit"]
+    if first is None:
+        atexit.register(_sweep_at_exit, os.getpid())
+    _state["sweep_at_exit"] = since if first is None else min(first, since)
+
+
+def _sweep_at_exit(owner: int) -> None:
+    """At exit: ``sweep_shm_after``'s last look (not in a forked child)."""
+    since = _state["sweep_at_exit"]
+    if since is not None and os.getpid() == owner:
+        sweep_unused_shm(since)
 
 
 def _finalize() -> None:
