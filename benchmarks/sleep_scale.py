@@ -4,14 +4,14 @@ Each node of the tree sleeps instead of computing, so dozens of leaves fit on 2 
 and the figure measures the scheduler (steals, splits, routing), not the CPU. The tree
 is irregular on purpose: node ``(d, i)`` has 2 children when ``hash(seed, d, i)`` says
 so (a fixed-seed Galton-Watson tree, like UTS's binomial trees, cut at a depth), and
-every node sleeps ``ms`` milliseconds before it spawns. The whole call is one task
-(``depth=0``), so every leaf but one starts with nothing and gets work only by
-splitting running tasks.
+every node sleeps ``ms`` milliseconds before it spawns. The whole call is one task (a
+plain ``@spawn`` function on CPU leaves: the top is a task), so every leaf but one
+starts with nothing and gets work only by splitting running tasks.
 
     efficiency = (total sleep / leaves) / elapsed
 
 (1.0: every leaf slept all the time.) Measured on three shapes: the default tree
-(routers only above 63 leaves: ``branches = 4``, ``min_procs = 16``), the thesis'
+(routers only above 95 leaves: ``branches = 4``, ``min_procs = 24``), the thesis'
 (``branches = 2``, ``min_procs = 2``: about one router per leaf) and a flat one
 (``min_procs`` large enough that the root spawns every leaf itself).
 
@@ -38,7 +38,7 @@ def has_children(seed: int, depth: int, index: int, p: float) -> bool:
     return int.from_bytes(digest[:4], "big") / 2 ** 32 < p
 
 
-@dac.spawn(depth=0)
+@dac.spawn
 def nap_tree(seed: int, depth: int, index: int, limit: int, p: float, ms: float) -> int:
     """Nodes of the tree under ``(depth, index)``; every node sleeps ``ms``."""
     time.sleep(ms / 1000.0)

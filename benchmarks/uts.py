@@ -16,15 +16,13 @@ side), then min / median / max over the repetitions. The elision is the fair bas
 for the scheduler (same code, same futures); the sequential loop is what a user would
 write without dac.
 
-Why T3 is hard for dac today: the root expands only the top of the recursion (T3: its
-2000 children become the tasks) and a leaf counts each subtree serially. T3's subtrees
-are wildly unequal (most root children are leaves, a handful hold most of the tree), so
-one leaf ends up with a subtree far bigger than the rest and the other idles: the leaves'
-busy seconds are printed to show it. Counted with the sequential loop: 233 of the 2000
-root subtrees are more than a leaf, and the largest (child 120) has 2,381,505 nodes, 58%
-of the tree, so one task per root child can never beat 4112897 / 2381505 = 1.73x on any
-number of leaves. Work stealing inside a running task is what would lift that bound;
-this benchmark is its before/after measure.
+Why T3 is hard: its subtrees are wildly unequal (most of the root's 2000 children are
+leaves, a handful hold most of the tree). Counted with the sequential loop: 233 of the
+2000 root subtrees are more than a leaf, and the largest (child 120) has 2,381,505
+nodes, 58% of the tree, so one task per root child could never beat 4112897 / 2381505
+= 1.73x on any number of leaves. dac splits running tasks: the top call is the one task
+(the root runs none of it) and the other leaf takes the oldest spawns of the leaf that
+runs it, at every level; the leaves' busy seconds are printed.
 
 Run:  python benchmarks/uts.py                # T3, 3 repetitions (~3 min on 2 cores)
       python benchmarks/uts.py --tree T1 --repeat 5

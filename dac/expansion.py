@@ -113,6 +113,7 @@ class Expansion:
         self.auto_used = False       # some call became a task by the automatic depth
         self.deadline: float | None = None   # perf_counter time a trial pass must end by
         self.max_task_depth = 0
+        self.calls = 0               # the user's calls run here, over every pass
         self.first: tuple[bool, Any] = (False, None)   # (done, value) of the first pass
 
     # one pass -----------------------------------------------------------------
@@ -182,6 +183,7 @@ class Expansion:
                 not getattr(self.sink, "started", False):     # (kept once it streams)
             raise OverBudget()
         frame = Frame(path, depth)
+        self.calls += 1
         self.stack.append(frame)
         try:
             value = sf.fn(*args, **kwargs)

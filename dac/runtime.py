@@ -332,7 +332,8 @@ class Runtime:
         for record in stats_list:
             record.pop("timeline", None)
         stats = totals(stats_list, startup)
-        stats["passes"] = passes
+        stats["passes"] = passes if exp.calls else 0     # none ran the user's code
+        stats["root_calls"] = exp.calls
         stats["depth"] = exp.max_task_depth
         stats["attached"] = bool(self.scheduler is not None and self.scheduler.attached)
         self.report = RunReport(value, elapsed, stats)
@@ -352,9 +353,9 @@ class Runtime:
         if self.scheduler is not None:
             self.scheduler.job_timeline = self.timeline is not None
             self.scheduler.begin_job()
-            streamer = _Streamer(self.scheduler, target, self.options.depth is not None)
+            streamer = _Streamer(self.scheduler, target, self._fixed_depth(sf) is not None)
         try:
-            exp = choose_depth(sf, args, kwargs, target, self.options.depth, streamer)
+            exp = choose_depth(sf, args, kwargs, target, self._fixed_depth(sf), streamer)
             if streamer is not None:
                 streamer.check()
         except BaseException as exc:
@@ -412,6 +413,22 @@ class Runtime:
         timeline.write(path, timeline.build(stats_list, wall0, time.time(), title=title))
         print(f"dac: timeline of {title} written to {path}", file=sys.stderr,
               flush=True)
+
+    def _fixed_depth(self, sf: SpawnFunction) -> int | None:
+        """The spawn depth the root expands to: the ``depth`` option; else 0 (the top
+        call is the one task, and the root runs none of the user's code) where every
+        leaf is a worker that splits its spawns (persistent, CPU) and the function
+        leaves the grain to dac (no ``depth=``, ``cutoff=``, ``leaf=`` or
+        ``gpu_batch=``); else None (the automatic depth, found by passes over the
+        top on the root)."""
+        if self.options.depth is not None:
+            return self.options.depth
+        if sf.depth is not None or sf.cutoff is not None or sf.has_kernels():
+            return None
+        if self.options.leaf_mode != "persistent" or \
+                any(leaf.device >= 0 for leaf in self.plan.leaves()):
+            return None
+        return 0
 
     def _task_target(self) -> int:
         """Tasks the automatic depth aims for: twice what the root hands out at the

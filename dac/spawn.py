@@ -100,6 +100,10 @@ class SpawnFunction:
             value = self._gpu_batch = _resolve(value, "gpu_batch")
         return value
 
+    def has_kernels(self) -> bool:
+        """A ``leaf=`` or ``gpu_batch=`` function was given (loaded or not)."""
+        return self._leaf is not None or self._gpu_batch is not None
+
     def leaf_loaded(self) -> bool:
         """True unless the leaf function is a reference not imported yet."""
         return not isinstance(self._leaf, str)

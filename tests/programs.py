@@ -385,6 +385,26 @@ def napping_sum(lo, hi, nap):
     return a + b
 
 
+def plain_napping_sum(lo, hi, nap):
+    """``napping_sum`` serially (the kernel of ``napping_sum_leaf``)."""
+    if hi - lo <= 8:
+        time.sleep(nap)
+        return sum(range(lo, hi))
+    mid = (lo + hi) // 2
+    return plain_napping_sum(lo, mid, nap) + plain_napping_sum(mid, hi, nap)
+
+
+@spawn(leaf=plain_napping_sum)
+def napping_sum_leaf(lo, hi, nap):
+    """``napping_sum`` with a ``leaf=`` kernel: the root expands it (automatic depth)."""
+    if hi - lo <= 8:
+        time.sleep(nap)
+        return sum(range(lo, hi))
+    mid = (lo + hi) // 2
+    a, b = sync(napping_sum_leaf(lo, mid, nap), napping_sum_leaf(mid, hi, nap))
+    return a + b
+
+
 # --- failures -----------------------------------------------------------------------
 @spawn
 def divide_range(lo, hi, bad):
@@ -623,3 +643,39 @@ def nap_marked(ms, mark):
 @spawn(depth=1)
 def naps_marked(n, ms, mark):
     return sum(sync(*[nap_marked(ms, mark) for _ in range(n)]))
+
+
+# --- the top is a task (no replay) ------------------------------------------------------
+def _value_of(x):
+    """What ``valued`` computes for ``x`` (checked against the run's answer)."""
+    return round(x * 1000003) % 997
+
+
+@spawn
+def valued(x, nap):
+    time.sleep(nap)
+    return _value_of(x)
+
+
+@spawn
+def random_top(k, nap):
+    """Draws ``k`` random numbers at the top and spawns one call on each: replayed, the
+    top would draw other numbers (``ReplayMismatchError``); run once, the answer holds
+    the numbers drawn and their values, which must agree."""
+    import random
+    picks = [random.random() for _ in range(k)]
+    return picks, sync([valued(x, nap) for x in picks])
+
+
+@spawn
+def marked_frames(depth, path, mark):
+    """A binary tree whose every frame appends ``<path> <pid>`` to ``mark`` before it
+    spawns (a side effect in every frame: each must happen exactly once)."""
+    with open(mark, "a") as f:
+        f.write(f"{path or 'top'} {os.getpid()}\n")
+    if depth == 0:
+        time.sleep(0.002)
+        return 1
+    a, b = sync(marked_frames(depth - 1, path + "0", mark),
+                marked_frames(depth - 1, path + "1", mark))
+    return 1 + a + b

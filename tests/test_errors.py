@@ -129,7 +129,7 @@ def test_task_error_while_another_leaf_is_busy():
 
 def test_exception_in_a_frame_above_the_spawn_depth_after_the_tasks():
     with pytest.raises(TaskError) as info:
-        dac.run(programs.fails_at_top, 15, procs=2)
+        dac.run(programs.fails_at_top, 15, procs=2, depth=1)
     err = info.value
     assert err.type_name == "ValueError"
     assert err.message == "top frame refuses total 610"
@@ -140,10 +140,23 @@ def test_exception_in_a_frame_above_the_spawn_depth_after_the_tasks():
 
 def test_exception_in_the_top_frame_before_any_task(no_spawning):
     with pytest.raises(TaskError) as info:
-        dac.run(programs.fails_before_spawning, 3, procs=2)
+        dac.run(programs.fails_before_spawning, 3, procs=2, depth=1)
     assert info.value.type_name == "KeyError"
     assert "no such key 3" in info.value.message
     assert "raise KeyError" in info.value.remote_traceback
+
+
+def test_exception_in_the_top_frame_when_the_top_is_a_task():
+    """A plain function's top call is the one task: it fails on a leaf, after its
+    children's results are in, and the error names the call and the leaf."""
+    with pytest.raises(TaskError) as info:
+        dac.run(programs.fails_at_top, 15, procs=2)
+    err = info.value
+    assert (err.type_name, err.message) == ("ValueError", "top frame refuses total 610")
+    assert err.task == "fails_at_top(15)"
+    assert "leaf" in err.where and "the root" not in err.where
+    assert 'raise ValueError(f"top frame refuses total {total}")' in err.remote_traceback
+    assert isinstance(err.exception, ValueError)
 
 
 def test_unpicklable_result_of_a_task():
@@ -230,7 +243,15 @@ def test_result_of_a_pending_future_inside_a_run(no_spawning):
 
 def test_sync_of_a_non_future_inside_a_run(no_spawning):
     with pytest.raises(dac.SyncError, match="got int 4"):
+        dac.run(programs.sync_non_future, 4, procs=2, depth=1)
+
+
+def test_sync_of_a_non_future_in_a_top_that_is_a_task():
+    with pytest.raises(TaskError) as info:
         dac.run(programs.sync_non_future, 4, procs=2)
+    assert info.value.type_name == "SyncError"
+    assert "got int 4" in info.value.message
+    assert isinstance(info.value.exception, dac.SyncError)
 
 
 # --- data that cannot travel -----------------------------------------------------------

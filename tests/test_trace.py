@@ -11,7 +11,7 @@ SCRIPT = """
 import sys
 sys.path[:0] = [{root!r}, {here!r}]
 import dac, programs
-print(dac.run(programs.fib, 16, procs=4, min_procs=2, branches=2))
+print(dac.run(programs.fib, 16, procs=4, min_procs=2, branches=2, depth=3))
 """
 
 

@@ -44,9 +44,10 @@ def main():
     mode = sys.argv[3] if len(sys.argv) > 3 else "persistent"
     mark = sys.argv[4] if len(sys.argv) > 4 else ""
     try:
-        # (the root runs no 60 s task itself while its leaves start: root_helps off)
+        # (the root runs no 60 s task itself while its leaves start: root_helps off;
+        # depth=1: each crashing(i) is a task of its own, which the error names)
         value = dac.run(top, 8, how, mark, procs=procs, branches=2, min_procs=2, leaf_mode=mode,
-                        root_helps=how != "wait")
+                        root_helps=how != "wait", depth=1)
     except dac.LostProcessError as exc:
         print(f"lost: role={exc.role} pid={exc.pid} host={exc.host} "
               f"exit_code={exc.exit_code} signal={exc.signal} task={exc.task}",
