@@ -679,3 +679,19 @@ def marked_frames(depth, path, mark):
     a, b = sync(marked_frames(depth - 1, path + "0", mark),
                 marked_frames(depth - 1, path + "1", mark))
     return 1 + a + b
+
+
+@spawn
+def long_nap(seconds):
+    """One task that spawns nothing: every other leaf waits for work all along."""
+    time.sleep(seconds)
+    return seconds
+
+
+@spawn
+def waits_for_stolen(nap):
+    """Spawns ``long_nap(nap)`` and naps 0.3 s, so the other leaf splits it off; then
+    waits at ``sync`` for it with nothing else to run."""
+    f = long_nap(nap)
+    time.sleep(0.3)
+    return sync(f)

@@ -49,3 +49,19 @@ def test_the_root_and_every_process_of_a_tree_on_this_host_have_a_bell():
         # root, its 2 routers, their 2 leaves each
         assert paths == {"root", "0", "1", "0.0", "0.1", "1.0", "1.1"}
         assert len(node.mailbox._ring_to) == 2          # the root rings its routers
+
+
+def test_a_leaf_waiting_for_stolen_work_sleeps_until_rung():
+    """A leaf waiting at ``sync`` for a call another leaf stole probed every
+    millisecond (the longest sleep while work is under way), and so did every leaf
+    waiting for an answer: 128 leaves on a 14 s run burnt 0.2 CPU-s each and filled
+    both cores. A leaf whose parent rings its bell now sleeps up to 50 ms
+    (``RUNG_SLEEP``) between probes: about 20 wakes a second, plus the few of the
+    backoff after each message."""
+    report = dac.run_report(programs.waits_for_stolen, 1.5, procs=2)
+    assert report.result == 1.5
+    assert report.stats["split_given"] == report.stats["split_tasks"] == 1
+    leaves = [p for p in report.stats["processes"] if p["role"] == "leaf"]
+    top = [p for p in leaves if p["tasks"] == 1 and p["split_tasks"] == 0]
+    assert len(top) == 1
+    assert top[0]["wakes"] < 300, top      # at 1 ms: more than 1000 in 1.2 s

@@ -155,6 +155,7 @@ class Leaf:
         self.capture: Capture | None = None     # what tasks print
         self.host = self.meter.record["host"]
         self.job_id: int | None = None      # the job it has the functions of
+        self.sleeps0 = 0                    # the mailbox's sleeps when the job began
 
     def _init_batches(self, init: P.Init) -> None:
         """How many tasks it asks for (``want``): ``tasks_per_leaf``, or ``batch_s``
@@ -222,6 +223,7 @@ class Leaf:
             self.load_job(msg)
         elif tag == P.STATS_REQ:
             record = self.meter.snapshot()
+            record["wakes"] = self.mailbox.sleeps - self.sleeps0
             if self.timeline is not None:
                 record["timeline"] = self.timeline.export()
             self.send(P.STATS, P.Stats([record]))
@@ -274,6 +276,7 @@ class Leaf:
         if job.job_id != self.job_id:
             self.job_id = job.job_id
             self.meter.reset()
+            self.sleeps0 = self.mailbox.sleeps
             if self.phase is Phase.WORKING:
                 self.phase = Phase.NEW
             self.asking, self.exhausted = Ask.NONE, False

@@ -148,8 +148,9 @@ class Node(Membership):
                        slowdown=kid.get("slowdown", 1.0), device=kid.get("device", -1),
                        latency_ms=kid.get("latency_ms", 0.0), path=path,
                        parent_host=socket.gethostname(), spawned_at=spawned_at,
-                       one_shot=one_shot, joined=joined)
-        if is_this_machine(kid.get("host")):
+                       one_shot=one_shot, joined=joined,
+                       parent_rings=is_this_machine(kid.get("host")))
+        if init.parent_rings:
             self.mailbox.ring_link(comm, rank, bell_name(self.init.tree.root_pid, path))
         if kid.get("latency_ms"):
             self.mailbox.set_delay(comm, kid["latency_ms"] / 1000.0)

@@ -289,6 +289,8 @@ def _open_bells(mailbox: Mailbox, parent: Intercomm, init: P.Init) -> None:
     if not path:
         return
     mailbox.bell = Bell.open(bell_name(root_pid, path))
+    if init.parent_rings:
+        mailbox.rung_by(parent)
     if init.parent_host == socket.gethostname():
         mailbox.ring_link(parent, 0, bell_name(root_pid, path[:-1]))
 

@@ -223,8 +223,10 @@ class Init:
     leaf's ``device`` (-1: none), ``one_shot`` (a spawn-per-batch leaf: one batch,
     then exit), its ``path`` (child indices from the root: the owner of work split off
     it), ``spawned_at`` (``time.time()`` of the parent's Spawn call), the
-    ``parent_host`` (on one host they ring each other's bell) and ``joined`` (why it
-    joined a running tree: ``"grow"`` or ``"replace"``; empty: with the tree)."""
+    ``parent_host`` (on one host they ring each other's bell), ``parent_rings`` (the
+    parent rings this process's bell after every message it sends it) and ``joined``
+    (why it joined a running tree: ``"grow"`` or ``"replace"``; empty: with the
+    tree)."""
     settings: RunSettings
     tree: TreeInfo
     script: ScriptEnv
@@ -238,6 +240,7 @@ class Init:
     path: tuple[int, ...] = ()
     spawned_at: float | None = None
     parent_host: str = ""
+    parent_rings: bool = False
     joined: str = ""
 
 
