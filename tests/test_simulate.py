@@ -1,0 +1,93 @@
+"""The stealing simulator (benchmarks/simulate.py): it drives the project's own
+``StealPolicy``, is deterministic, runs every node of the sleep tree exactly once, and
+its output ends with one JSON object. Small trees only: the whole file takes seconds."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import simulate
+from sleep_scale import count
+
+from stealing.tree import policy as policy_module
+
+SMALL = simulate.Workload(seed=7, p=0.70, limit=14)
+
+
+def steady(figures):
+    """The figures that do not depend on this machine's speed."""
+    return {k: v for k, v in figures.items() if k not in simulate.WALL_KEYS}
+
+
+def test_it_drives_the_projects_own_steal_policy(monkeypatch):
+    calls = []
+    real = policy_module.StealPolicy.distribute
+
+    def spy(self, last=-1):
+        calls.append(self)
+        return real(self, last)
+
+    monkeypatch.setattr(policy_module.StealPolicy, "distribute", spy)
+    figures = simulate.simulate(8, "thesis", SMALL)
+    assert issubclass(simulate.Counted, policy_module.StealPolicy)
+    # every router and the root decided through the real rules
+    assert len(set(map(id, calls))) == 1 + figures["routers"]
+    assert figures["policy_calls"]["child_wants"] > 0
+    assert figures["policy_calls"]["on_split_answer"] > 0
+
+
+def test_the_same_seed_gives_the_same_run():
+    first = simulate.simulate(16, "two-clusters", SMALL)
+    again = simulate.simulate(16, "two-clusters", SMALL)
+    assert steady(first) == steady(again)
+    other = simulate.simulate(16, "two-clusters", simulate.Workload(seed=8, limit=14))
+    assert steady(other) != steady(first)
+
+
+def test_every_node_runs_once_and_efficiency_falls_with_more_leaves(monkeypatch):
+    """On the benchmark's default tree (5777 nodes of 20 ms)."""
+    work = simulate.Workload()
+    nodes = count(work.seed, 0, 0, work.limit, work.p)
+    seen = []
+    boundary = simulate.SimLeaf._boundary
+
+    def record(self, ev):
+        seen.append((self.current[0].d, self.current[0].i))
+        boundary(self, ev)
+
+    monkeypatch.setattr(simulate.SimLeaf, "_boundary", record)
+    efficiency = {}
+    for leaves in (2, 8, 32):
+        seen.clear()
+        figures = simulate.simulate(leaves, "default", work)
+        assert len(seen) == len(set(seen)) == nodes == figures["nodes"]
+        # the one task of the root, and the tasks split off running ones
+        assert figures["split_tasks"] > 0
+        efficiency[leaves] = figures["efficiency"]
+    assert 0.95 < efficiency[2] <= 1.0
+    assert efficiency[2] > efficiency[8] > efficiency[32] > 0.3
+
+
+def test_the_far_cluster_makes_some_steals_cross():
+    figures = simulate.simulate(16, "two-clusters", SMALL)
+    assert 0.5 < figures["inside_share"] < 1.0
+    assert simulate.simulate(16, "default", SMALL)["inside_share"] == 1.0
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_the_last_line_is_json_with_the_documented_keys(extra):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "simulate.py"),
+                           "--leaves", "4", "--limit", "10", "--shape", "thesis"] + extra,
+                          capture_output=True, text=True, timeout=120, check=True)
+    lines = done.stdout.strip().splitlines()
+    figures = json.loads(lines[-1])
+    assert tuple(figures) == simulate.KEYS
+    assert figures["leaves"] == 4 and figures["shape"] == "thesis"
+    assert figures["nodes"] == count(7, 0, 0, 10, 0.70)
+    assert len(lines) == (1 if extra else 3)
