@@ -153,7 +153,7 @@ def launch(way, n, mode, env) -> tuple:
     """``(whole command seconds, the way's report)``."""
     cmd = [sys.executable, os.path.abspath(__file__), "--way", way, "--board", str(n),
            "--mode", mode]
-    t0 = time.perf_counter()
+    t0, began = time.perf_counter(), time.time()
     # in a session of its own: an MPICH launcher ends its whole process group when
     # interrupted, and this process must live on to take the warm tree down
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -169,6 +169,10 @@ def launch(way, n, mode, env) -> tuple:
             proc.communicate()
         except ProcessLookupError:      # it ended meanwhile
             pass
+        # mpi4py.futures' workers interrupted in MPI's start leave their shared
+        # memory (1-2 MB a run in /dev/shm): remove what the way's processes made
+        from stealing.host.shm import sweep_unused_shm  # lazy: only after a Ctrl-C
+        sweep_unused_shm(began)
         raise
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:

@@ -28,7 +28,7 @@ import sys
 import time
 
 import pytest
-from proctools import CHECKOUT, new_tag, tagged_env, wait_for_no_processes
+from proctools import CHECKOUT, leftover_shm, new_tag, tagged_env, wait_for_no_processes
 
 LONG_S = 8.0
 DAC = [sys.executable, "-m", "launcher.cli"]
@@ -260,7 +260,7 @@ def test_a_warm_tree_command_runs_as_shown(command, scratch):
 
 @pytest.mark.parametrize("command", _of(LONG))
 def test_a_long_benchmark_starts_as_shown_and_ends_on_ctrl_c(command, scratch):
-    tag = new_tag()
+    tag, began = new_tag(), time.time()
     proc = _shell(command, scratch, tag)
     time.sleep(LONG_S)
     finished = proc.poll() is not None
@@ -272,6 +272,7 @@ def test_a_long_benchmark_starts_as_shown_and_ends_on_ctrl_c(command, scratch):
         assert code == 0, f"{command}: exit {code}\n{err[-2000:]}"
     assert "Error" not in err.replace("KeyboardInterrupt", ""), err[-2000:]
     assert wait_for_no_processes(tag, timeout=15) == {}
+    assert leftover_shm(began) == []
 
 
 @pytest.mark.parametrize("command", _of(GPU))
