@@ -350,12 +350,13 @@ class Runtime:
         streamer = None
         if self.scheduler is None:
             self._attach()
+        fixed = self._fixed_depth(sf)
         if self.scheduler is not None:
             self.scheduler.job_timeline = self.timeline is not None
             self.scheduler.begin_job()
-            streamer = _Streamer(self.scheduler, target, self._fixed_depth(sf) is not None)
+            streamer = _Streamer(self.scheduler, target, fixed is not None)
         try:
-            exp = choose_depth(sf, args, kwargs, target, self._fixed_depth(sf), streamer)
+            exp = choose_depth(sf, args, kwargs, target, fixed, streamer)
             if streamer is not None:
                 streamer.check()
         except BaseException as exc:
