@@ -200,9 +200,9 @@ def environments(folder: str) -> tuple:
     return base, dict(base, DAC_ATTACH="1")
 
 
-def dac_cli(args, env) -> None:
+def dac_cli(args, env, check=True) -> None:
     subprocess.run([sys.executable, "-m", "launcher.cli", *args], cwd=ROOT, env=env,
-                   check=True, capture_output=True, text=True)
+                   check=check, capture_output=True, text=True)
 
 
 def main() -> int:
@@ -229,11 +229,11 @@ def main() -> int:
     cold_env, warm_env = environments(folder)
     times = {(w, n, m): [] for w in ways for n in args.n for m in ("whole", "compute")}
     wrong = []
-    if "dac-warm" in ways:
-        dac_cli(["up", "--preload", "dac.execution,numpy,numba,nqueens_kernels"], cold_env)
     try:
-        if "dac-warm" in ways:                       # the tree's first script
-            launch("dac-warm", WARM_UP_N, "whole", warm_env)
+        if "dac-warm" in ways:      # (in the try: a Ctrl-C during `dac up` takes it down)
+            dac_cli(["up", "--preload", "dac.execution,numpy,numba,nqueens_kernels"],
+                    cold_env)
+            launch("dac-warm", WARM_UP_N, "whole", warm_env)     # the tree's first script
         for _ in range(args.repeat):
             for n in args.n:
                 for w in ways:
@@ -245,8 +245,8 @@ def main() -> int:
                         times[(w, n, mode)].append(whole if mode == "whole"
                                                    else rep["compute_s"])
     finally:
-        if "dac-warm" in ways:
-            dac_cli(["down"], cold_env)
+        if "dac-warm" in ways:      # (no tree up, if `dac up` failed: nothing to do)
+            dac_cli(["down"], cold_env, check=False)
         import shutil
         shutil.rmtree(folder, ignore_errors=True)
     table = summarize(times, ways, args.n)
