@@ -263,13 +263,18 @@ class LockedFibber(Fibber):
 
 # --- keyword arguments --------------------------------------------------------------
 @spawn
-def weighted_sum(lo, hi, *, scale=1, offset=0):
-    """sum(scale * i + offset for i in range(lo, hi)), children called with kwargs."""
+def weighted_sum(lo, hi, *, scale=1, offset=0, nap=0.0):
+    """sum(scale * i + offset for i in range(lo, hi)), children called with kwargs.
+
+    Each call without children sleeps ``nap`` seconds: long enough, an idle leaf is
+    sure to steal one of these calls, keywords and all."""
     if hi - lo <= 4:
+        if nap:
+            time.sleep(nap)
         return sum(scale * i + offset for i in range(lo, hi))
     mid = (lo + hi) // 2
-    a = weighted_sum(lo, hi=mid, scale=scale, offset=offset)
-    b = weighted_sum(lo=mid, hi=hi, offset=offset, scale=scale)
+    a = weighted_sum(lo, hi=mid, scale=scale, offset=offset, nap=nap)
+    b = weighted_sum(lo=mid, hi=hi, nap=nap, offset=offset, scale=scale)
     return sum(sync(a, b))
 
 
