@@ -17,6 +17,7 @@ starts with nothing and gets work only by splitting running tasks.
 
 Run:  python benchmarks/sleep_scale.py                 # 32 leaves, three shapes, 2 runs
       python benchmarks/sleep_scale.py --leaves 64 --repeat 3
+      python benchmarks/sleep_scale.py --leaves 128 --p 0.74 --limit 22 --ms 10 --shape default
 Exit status: 0 (figures are reported, not asserted).
 """
 
@@ -67,6 +68,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--p", type=float, default=0.70, help="chance a node has children")
     ap.add_argument("--limit", type=int, default=20, help="deepest level")
+    ap.add_argument("--shape", action="append", choices=("default", "thesis", "flat"),
+                    help="run only this shape (repeatable; default: all three)")
     args = ap.parse_args()
     nodes = count(args.seed, 0, 0, args.limit, args.p)
     ideal = nodes * args.ms / 1000.0 / args.leaves
@@ -75,6 +78,7 @@ def main() -> int:
           f"{ideal:.2f} s per leaf on {args.leaves} leaves")
     shapes = {"default": {}, "thesis": {"branches": 2, "min_procs": 2},
               "flat": {"min_procs": 4 * args.leaves}}
+    shapes = {k: v for k, v in shapes.items() if not args.shape or k in args.shape}
     runs = {name: [] for name in shapes}
     for _ in range(args.repeat):
         for name, extra in shapes.items():      # interleaved repetitions

@@ -15,6 +15,8 @@ Decorate a recursive function with ``@spawn``, wait for children with ``sync``, 
     print(run(fib, 32))
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .context import sync
 from .errors import (
                      DacError,
@@ -26,8 +28,27 @@ from .errors import (
                      TaskError,
 )
 from .future import Future
-from .runtime import RunReport, Runtime, run, run_report
 from .spawn import SpawnFunction, spawn
+
+if TYPE_CHECKING:
+    from .runtime import RunReport, Runtime, run, run_report
+
+# The root's side (``run``, ``Runtime``: the tree, its scheduler, topology files) is
+# imported when first named: every leaf imports ``dac`` (its tasks' module does), and
+# the root's modules and their own imports were a third of the CPU a leaf spends
+# starting, on each of hundreds of leaves sharing a machine's cores.
+_ROOT_SIDE = ("run", "run_report", "Runtime", "RunReport")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ROOT_SIDE:
+        from . import runtime  # lazy: the root's side, see _ROOT_SIDE
+        return getattr(runtime, name)
+    raise AttributeError(f"module 'dac' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_ROOT_SIDE})
 
 __all__ = ["spawn", "sync", "run", "run_report", "Runtime", "RunReport", "Future",
            "TaskError", "ProcessError", "LostProcessError", "DacError", "ReplayMismatchError",

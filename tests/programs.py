@@ -700,3 +700,17 @@ def waits_for_stolen(nap):
     f = long_nap(nap)
     time.sleep(0.3)
     return sync(f)
+
+
+# --- what a leaf imports ----------------------------------------------------------------
+ROOT_SIDE_MODULES = ("dac.runtime", "dac.driving", "dac.expansion", "stealing.roles.root",
+                     "stealing.roles.router", "stealing.roles.node", "stealing.tree.policy",
+                     "stealing.tree.topology", "stealing.transport.spawning", "json",
+                     "shutil", "tempfile")
+
+
+@spawn
+def modules_loaded(names):
+    """Which of ``names`` the process running this call has imported, with its pid."""
+    import sys
+    return os.getpid(), sorted(n for n in names if n in sys.modules)

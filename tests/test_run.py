@@ -264,3 +264,14 @@ def test_passes_over_a_big_top_are_paced():
     assert report.result == sum(range(1024))
     assert root_tasks(report) == 1024
     assert 2 <= report.stats["passes"] <= 40
+
+
+def test_a_leaf_loads_none_of_the_roots_modules():
+    """A leaf imports its own role's code: not the root's scheduler, the router's policy,
+    topology files or spawning (a third of a leaf's start-up CPU, paid by every leaf)."""
+    with dac.Runtime(procs=2) as runtime:
+        report = runtime.run_report(programs.modules_loaded, programs.ROOT_SIDE_MODULES)
+    pid, loaded = report.result
+    leaves = [p["pid"] for p in report.stats["processes"] if p["role"] == "leaf"]
+    assert pid in leaves
+    assert loaded == []

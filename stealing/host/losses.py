@@ -7,11 +7,8 @@ reads them to say why. Nothing here touches MPI.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
-import tempfile
 from typing import Any, Collection
 
 from stealing.host.procs import same_process, start_time, started_at
@@ -47,6 +44,10 @@ def make_run_dir(kind: str = "run") -> str:
     ``mpiexec`` launcher. Folders of processes that no longer run (killed before they
     could clean up; a pid reused since counts as gone) go first, with the MPI
     shared-memory files their processes listed and no one maps any more."""
+    # the root alone makes and reads these folders, and every leaf imports this module
+    import shutil  # lazy: the root's
+    import tempfile  # lazy: the root's
+
     base = runs_dir()
     since = None                # when the earliest run found dead started
     for name in os.listdir(base):
@@ -107,6 +108,7 @@ def lost_record_path(run_dir: str, pid: int) -> str:
 
 def read_lost_records(run_dir: str) -> list[dict[str, Any]]:
     """The records monitors wrote in ``run_dir``, earliest first."""
+    import json  # lazy: the root's (see make_run_dir)
     out: list[dict[str, Any]] = []
     try:
         names = [n for n in os.listdir(run_dir) if n.startswith("lost-")

@@ -22,7 +22,6 @@ import os
 import socket
 import stat
 import sys
-import tempfile
 
 from stealing.exceptions import DacError
 
@@ -112,6 +111,8 @@ def state_dir() -> str:
     xdg = _xdg_base()
     if xdg is not None:
         return private_dir(xdg, "state folder")
+    import tempfile  # lazy: every process imports this module, few call this
+
     shared = os.path.join(tempfile.gettempdir(), f"dac-{os.getuid()}")
     try:
         os.mkdir(shared, 0o700)

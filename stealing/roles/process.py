@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import json
 import os
 import signal
 import socket
@@ -35,8 +34,6 @@ from stealing.host.procs import alive, descendants, signal_all, table
 from stealing.host.shm import own_shm, unlink_shm
 from stealing.observe.output import release_output
 from stealing.observe.trace import open_trace
-from stealing.roles.leaf import serve as leaf_serve
-from stealing.roles.router import serve as router_serve
 from stealing.roles.script_env import adopt
 from stealing.roles.status import ROLES, SharedStatus, Start
 from stealing.transport import protocol as P
@@ -84,6 +81,7 @@ def _monitor(child: int, status: SharedStatus, run_dir: str | None) -> None:
             os.unlink(fatal_path(run_dir, child))
         except (OSError, ValueError):
             pass
+        import json  # lazy: a loss is rare, and every process starts with this module
         try:        # the root made the folder; once it removed it, nobody is looking
             tmp = lost_record_path(run_dir, child) + ".tmp"
             with open(tmp, "w") as f:
@@ -263,7 +261,12 @@ def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
         os._exit(4)
 
     mailbox.on_parent_lost = parent_lost
-    serve = router_serve if init.role == "router" else leaf_serve
+    # a role's code is imported by the processes that play it: a leaf skips the
+    # router's policy and membership, a router the task executor's
+    if init.role == "router":
+        from stealing.roles.router import serve  # lazy: by role
+    else:
+        from stealing.roles.leaf import serve  # lazy: by role
     serve(MPI, parent, init, start, mailbox, watchdog)
     _finish(MPI, parent, mailbox, status)
 
