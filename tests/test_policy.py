@@ -1113,3 +1113,25 @@ def test_a_subtree_reports_the_sum_of_its_childrens_rates():
     policy.note_rate(1, 50.0)
     policy.note_rate(2, 10.0)
     assert policy.subtree_rate() == 160.0
+
+
+def test_once_rates_are_measured_a_round_starts_with_shares_by_speed():
+    """Initial quotas follow the measured rates too (rate / sum of rates of the round's
+    quotas): the next job on a kept tree gives a leaf 50x faster than each of 16
+    others its share at once. Before, every child started with its processors' quota
+    (5 each)."""
+    policy = root([("leaf", 1, 5)] * 17)
+    rates = [50_000.0] + [1000.0] * 16
+    for k, r in enumerate(rates):
+        policy.note_rate(k, r)
+    acts = policy.on_tasks([(i, b"") for i in range(85)])
+    given = dict((k, n) for _, k, n in sizes(acts))
+    assert given[0] == round(85 * 50 / 66) == 64
+    assert all(given[k] == 1 for k in range(1, 17))
+
+
+def test_a_child_not_measured_yet_keeps_its_quota_at_the_start_of_a_round():
+    policy = root([("leaf", 1, 5)] * 3)
+    policy.note_rate(0, 300.0)          # the others: as fast per processor, not measured
+    acts = policy.on_tasks([(i, b"") for i in range(100)])
+    assert sizes(acts) == [("Give", 0, 5), ("Give", 1, 5), ("Give", 2, 5)]

@@ -12,7 +12,8 @@ imports MPI, and the only clock is the injectable ``now``, so the rules are test
 The rules:
 
 * at the start of a round every idle child wants its initial share (its ``quota``:
-  ``tasks_per_leaf`` for a leaf, ``tasks_per_branch(procs)`` for a router, Figure 5.3);
+  ``tasks_per_leaf`` for a leaf, ``tasks_per_branch(procs)`` for a router, Figure 5.3),
+  or, once the children's rates are measured, the round's quotas shared by speed;
 * a child's returned results are its steal request; it is served from the pool (a
   *local* steal) or, when the pool is empty, waits for a request to the parent (a
   *remote* steal, one outstanding at a time); when the parent has nothing left either
@@ -207,7 +208,7 @@ class StealPolicy:
         """Every idle child wants its initial share (Figure 5.3 quotas)."""
         for c in self.children:
             if c.outstanding == 0 and c.want == 0 and not c.lost:
-                c.want, c.asked, c.waited = c.quota, False, False
+                c.want, c.asked, c.waited = self._initial_want(c), False, False
                 c.idle = True       # it holds nothing: a split may serve it
                 c.split_pending = False     # whatever it said in a past round
                 c.dry_until = 0.0
@@ -684,6 +685,18 @@ class StealPolicy:
             return 0.0
         per_proc = sum(c.rate for c in known) / sum(c.procs for c in known)
         return sum(c.rate if c.rate > 0 else per_proc * c.procs for c in live)
+
+    def _initial_want(self, c: ChildShare) -> int:
+        """A child's share at the start of a round: its quota (Figure 5.3, sized by
+        processors) until its rate is measured; then the round's quotas shared by
+        speed (seeds 000 and 003: rate / sum of rates), so on a tree that keeps its
+        processes, a fast leaf (a GPU's) gets its share at once in the next job
+        instead of its processors'. At least one task."""
+        total = self.subtree_rate()
+        if total <= 0 or c.rate <= 0:
+            return c.quota
+        pot = sum(x.quota for x in self.children if not x.lost)
+        return max(1, round(pot * c.rate / total))
 
     def _share_of_pool(self, k: int) -> int:
         """The most child ``k`` takes of the pool at once: its share of the subtree's
