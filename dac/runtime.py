@@ -259,13 +259,20 @@ class Runtime:
                 if os.getpid() == self.owner_pid:
                     sched.stop()
 
-    def grow(self, leaves: int = 1, host: str | None = None) -> None:
-        """Add ``leaves`` leaf processes to the running tree, under the root, on
-        ``host`` (default: this machine). Called during a run (from another thread),
-        they join at the root's next step and start stealing at once; between runs,
-        now. Their statistics say ``joined: "grow"`` and ``started_at``, and the
-        run's ``leaves_added`` counts them."""
-        self._change("grow", leaves, host)
+    def grow(self, leaves: int = 1, host: str | None = None,
+             cluster: str | None = None) -> None:
+        """Add ``leaves`` leaf processes to the running tree, on ``host`` (default:
+        this machine), under their cluster's router: the topology's ``cluster``
+        (its name), else the first cluster with a leaf on that host, so their steals
+        stay inside it as its other leaves' do (under the root where the tree has one
+        cluster or no cluster has the host). Called during a run (from another
+        thread), they join at the root's next step and start stealing at once;
+        between runs, now. Their statistics say ``joined: "grow"`` and
+        ``started_at``, and the run's ``leaves_added`` counts them. ``shrink`` lets go
+        only leaves the root holds: those grown under a cluster's router stay."""
+        if cluster is not None and not isinstance(cluster, str):
+            raise TypeError(f"grow: cluster must be a cluster's name, got {cluster!r}")
+        self._change("grow", leaves, host, cluster)
 
     def shrink(self, leaves: int = 1) -> None:
         """Let ``leaves`` leaf processes go, the newest first, among those with a
@@ -274,7 +281,8 @@ class Runtime:
         again there), then it stops. ``leaves_removed`` counts them."""
         self._change("shrink", leaves, None)
 
-    def _change(self, kind: str, count: int, host: str | None) -> None:
+    def _change(self, kind: str, count: int, host: str | None,
+                cluster: str | None = None) -> None:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"{kind}: leaves must be an integer >= 1, got {count!r}")
         if host is not None:
@@ -287,11 +295,14 @@ class Runtime:
             sched.check_shrink(count)
         if lock.acquire(blocking=False):    # no run under way: change it now
             try:
-                sched.grow(count, host) if kind == "grow" else sched.shrink(count)
+                if kind == "grow":
+                    sched.grow(count, host, cluster=cluster)
+                else:
+                    sched.shrink(count)
             finally:
                 lock.release()
         else:
-            sched.ask_change(kind, count, host)
+            sched.ask_change(kind, count, host, cluster)
 
     def __enter__(self) -> "Runtime":
         return self.start()

@@ -110,15 +110,16 @@ def status() -> dict[str, Any] | None:
         return dict(info, answering=False)
 
 
-def resize(kind: str, count: int, host: str | None = None) -> dict[str, Any] | None:
+def resize(kind: str, count: int, host: str | None = None,
+           cluster: str | None = None) -> dict[str, Any] | None:
     """``dac grow`` / ``dac shrink``: add ``count`` leaves to the warm tree (on
-    ``host``), or let ``count`` go; returns its status after, or None when no tree is
+    ``host``, under ``cluster``'s router: see ``Runtime.grow``), or let ``count`` go; returns its status after, or None when no tree is
     up. A job under way takes the new leaves at once. A shrink the tree cannot do is
     refused whole (``DacError`` saying why), nothing changed."""
     info = find()
     if info is None:
         return None
-    sock, reply = wire.call(info["socket"], wire.Resize(kind, count, host), 120.0)
+    sock, reply = wire.call(info["socket"], wire.Resize(kind, count, host, cluster), 120.0)
     sock.close()
     if isinstance(reply, wire.Failed):
         raise DacError(f"{kind}: {reply.error}")

@@ -6,7 +6,7 @@
     dac --version
     dac up [--procs N | --topology FILE [--local]] [--leaf-mode ...] [--preload m1,m2]
     dac status [--json]
-    dac grow N [--host HOST] | dac shrink N
+    dac grow N [--host HOST] [--cluster NAME] | dac shrink N
     dac down
     dac topology check FILE [--local]
     dac topology show FILE [--json] [--local]
@@ -269,7 +269,8 @@ def _cmd_resize(args: argparse.Namespace) -> int:
     if args.leaves < 1:
         return _fail(f"{kind}: the number of leaves must be >= 1, got {args.leaves}")
     try:
-        info = warm.resize(kind, args.leaves, getattr(args, "host", None))
+        info = warm.resize(kind, args.leaves, getattr(args, "host", None),
+                           getattr(args, "cluster", None))
     except (DacError, OSError, EOFError) as exc:
         return _fail(f"{kind}: {exc}")
     if info is None:
@@ -453,6 +454,8 @@ def _add_warm_control(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                           formatter_class=_FMT)
     grow.add_argument("leaves", type=_at_least_one, help="how many leaves to add")
     grow.add_argument("--host", help="host to start them on (default: this machine)")
+    grow.add_argument("--cluster", help="the topology's cluster whose router they join "
+                                        "(default: the first with a leaf on the host)")
     grow.set_defaults(func=_cmd_resize)
     shrink = sub.add_parser("shrink", help="let leaves of the warm tree go (their work "
                             "goes to the others)", epilog=WARM_EXAMPLES,

@@ -137,3 +137,43 @@ def test_dac_grow_and_shrink_on_a_warm_tree(tmp_path):
     finally:
         dac_cmd(["down"], env)
     assert not dac_processes()
+
+
+TWO = os.path.join(CHECKOUT, "examples", "topologies", "two-clusters.toml")
+
+
+def test_a_leaf_grown_for_a_cluster_joins_its_router():
+    """Two emulated clusters (near and far, 50 ms apart): a leaf grown for the far
+    cluster is spawned by the far router, sits below it, and takes its work from it
+    (a local steal there), not across the wide link from the root. Before, grown
+    leaves hung under the root whatever their cluster."""
+    with dac.Runtime(topology=TWO, local=True, root_helps=False) as rt:
+        assert rt.run(queens, 8, 0, 0, 0) == 92
+        rt.grow(1, cluster="far")
+        report = rt.run_report(sleep_tree, 7, 20.0)
+        assert report.result == 2 ** 7
+        procs = report.stats["processes"]
+        far = [p for p in procs if p["role"] == "router" and p["cluster"] == "far"]
+        assert len(far) == 1
+        added = [p for p in leaves(report) if p.get("joined") == "grow"]
+        assert len(added) == 1
+        grown = added[0]
+        assert grown["cluster"] == "far"
+        assert grown["path"][:-1] == far[0]["path"]        # a child of the far router
+        assert grown["tasks"] >= 1
+        assert report.stats["leaves_added"] == 1
+        assert far[0]["leaves_added"] == 1
+        assert sorted(p["cluster"] for p in leaves(report)) == ["far"] * 3 + ["near"] * 2
+    assert not wait_for_no_processes(timeout=5)
+
+
+def test_grow_names_an_unknown_cluster_and_changes_nothing():
+    with dac.Runtime(topology=TWO, local=True) as rt:
+        assert rt.run(queens, 6, 0, 0, 0) == 4
+        with pytest.raises(dac.DacError, match=r"no cluster 'mars' \(its clusters: "
+                                               r"near, far\); nothing changed"):
+            rt.grow(1, cluster="mars")
+        with pytest.raises(TypeError, match="cluster must be a cluster's name"):
+            rt.grow(1, cluster=3)
+        report = rt.run_report(queens, 7, 0, 0, 0)
+        assert report.result == 40 and len(leaves(report)) == 4

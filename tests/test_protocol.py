@@ -40,6 +40,7 @@ SAMPLES = {
     P.Tag.RETURN: P.Returned([(((0, 1), 4), b"value")]),
     P.Tag.BYE: P.Bye([1, 2, 3]),
     P.Tag.OUTPUT: P.Output(12, "host", [("out", "a line\n"), ("note", "a remark")]),
+    P.Tag.GROW: P.Grow(2, "far1"),
 }
 
 

@@ -17,6 +17,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from stealing.exceptions import MAX_FRAMES, DacError, LostProcessError, last_frames
 from stealing.host.losses import (
@@ -45,6 +46,9 @@ from stealing.transport.mpi import (  # noqa: F401  (init_mpi: for callers)
 from stealing.tree.plan import StealParams, TreeNode
 from stealing.tree.tasks import Result, Task, TaskId, is_split
 from stealing.tree.topology import is_this_machine
+
+if TYPE_CHECKING:
+    from stealing.roles.membership import Child
 
 LOST_CHECK_S = 0.2      # how often a waiting root looks for lost processes
 
@@ -130,7 +134,7 @@ class RootScheduler:
         self.job_timeline = False          # P.Job.timeline: record what processes do
         self._next_check = 0.0
         # grow/shrink asked from another thread: (kind, count, host)
-        self._changes: deque[tuple[str, int, str | None]] = deque()
+        self._changes: deque[tuple[str, int, str | None, str | None]] = deque()
         # (leaves at work, leaves, steals answered here), for dac.progress's thread
         self.view: tuple[int, int, int] | None = None
         self._view_due = 0.0
@@ -283,19 +287,48 @@ class RootScheduler:
         node.collected[tid] = blob
 
     # a tree that grows and shrinks ---------------------------------------------
-    def grow(self, count: int, host: str | None = None, wait_s: float = 0.0) -> None:
-        """Add ``count`` leaves under the root now; their statistics say
-        ``joined: "grow"`` and when they started. Call it from the thread that drives
-        the tree (between runs), else ``ask_change``. ``wait_s``: wait up to that long
-        for them to say READY (``dac grow`` answers once they have)."""
+    def grow(self, count: int, host: str | None = None, wait_s: float = 0.0,
+             cluster: str | None = None) -> None:
+        """Add ``count`` leaves now, on ``host`` (None: this machine), under their
+        cluster's router: ``cluster`` names it, else the first cluster of the plan with
+        a leaf on that host; under the root where the root is that cluster's node (one
+        cluster) or no cluster has the host. Their statistics say ``joined: "grow"``
+        and when they started. Call it from the thread that drives the tree (between
+        runs), else ``ask_change``. ``wait_s``: wait up to that long for them to say
+        READY (``dac grow`` answers once they have)."""
         node = self._live()
         ready = node.ready
-        node.grow(count, host, self.plan.cluster)
+        router = self._cluster_router(host, cluster)
+        if router is None:
+            node.grow(count, host, self.plan.cluster)
+        else:           # it spawns them; its share of the root's pool grows with them
+            node.send(router.comm, router.rank, P.GROW, P.Grow(count, host))
+            node.policy.children[router.index].procs += count
         self.watch.note_managers()
         node.leaf_slots += count
         end = time.monotonic() + wait_s
         while node.ready < ready + count and time.monotonic() < end:
             self._step(timeout=0.1)
+
+    def _cluster_router(self, host: str | None, cluster: str | None) -> Child | None:
+        """The root's child routing the cluster that new leaves on ``host`` join
+        (``grow``), or None: the root itself is that cluster's node."""
+        names = list(dict.fromkeys(leaf.cluster for leaf in self.plan.leaves()))
+        if cluster is None:
+            here = [leaf.cluster for leaf in self.plan.leaves()
+                    if (is_this_machine(leaf.host) if host is None else leaf.host == host)]
+            cluster = here[0] if here else self.plan.cluster
+        elif cluster not in names:
+            raise DacError(f"grow: the tree has no cluster {cluster!r} (its clusters: "
+                           f"{', '.join(names)}); nothing changed")
+        if cluster == self.plan.cluster:
+            return None
+        node = self._live()
+        for child in node.children:
+            if child.role == "router" and child.spec.get("cluster") == cluster \
+                    and child.comm is not None and not node.policy.children[child.index].lost:
+                return child
+        return None
 
     def shrink(self, count: int) -> int:
         """Let ``count`` leaves with links of their own go (the newest first, added
@@ -320,10 +353,11 @@ class RootScheduler:
                            f"fault tolerance, which gives each its own link); nothing "
                            f"changed")
 
-    def ask_change(self, kind: str, count: int, host: str | None = None) -> None:
+    def ask_change(self, kind: str, count: int, host: str | None = None,
+                   cluster: str | None = None) -> None:
         """``grow`` or ``shrink`` from another thread while a run drives the tree:
         done at the root's next step (MPI is used by one thread at a time)."""
-        self._changes.append((kind, count, host))
+        self._changes.append((kind, count, host, cluster))
 
     def _publish_view(self) -> None:
         """What ``dac.progress`` shows of the tree, replaced whole (another thread
@@ -343,9 +377,9 @@ class RootScheduler:
 
     def _apply_changes(self) -> None:
         while self._changes:
-            kind, count, host = self._changes.popleft()
+            kind, count, host, cluster = self._changes.popleft()
             if kind == "grow":
-                self.grow(count, host)
+                self.grow(count, host, cluster=cluster)
             else:
                 self.shrink(count)
 

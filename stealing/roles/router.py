@@ -78,6 +78,8 @@ def _from_parent(node: Router, tag: int, msg: Any) -> None:
         node.on_returned(msg)
     elif tag == P.JOB:
         node.start_job(msg)
+    elif tag == P.GROW:
+        node.grow(msg.count, msg.host, node.meter.cluster)
     elif tag == P.STATS_REQ:
         node.request_stats()
     elif tag == P.STOP:

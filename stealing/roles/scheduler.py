@@ -55,8 +55,9 @@ class Scheduler(Protocol):
     def end_job(self) -> list[dict]:
         """The job's statistics, one record per process, root first."""
 
-    def grow(self, count: int, host: str | None = None) -> None:
-        """Add ``count`` leaves now (between runs)."""
+    def grow(self, count: int, host: str | None = None, wait_s: float = 0.0,
+             cluster: str | None = None) -> None:
+        """Add ``count`` leaves now (between runs), under their cluster's node."""
 
     def shrink(self, count: int) -> int:
         """Let ``count`` leaves go now (between runs); how many went."""
@@ -64,7 +65,8 @@ class Scheduler(Protocol):
     def check_shrink(self, count: int) -> None:
         """Refuse a shrink the tree cannot do (a ``DacError`` saying why)."""
 
-    def ask_change(self, kind: str, count: int, host: str | None = None) -> None:
+    def ask_change(self, kind: str, count: int, host: str | None = None,
+                   cluster: str | None = None) -> None:
         """``grow`` or ``shrink`` from another thread while a run drives the tree."""
 
 

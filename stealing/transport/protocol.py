@@ -45,10 +45,11 @@ class Tag(enum.IntEnum):
     STOLEN = 13     # child -> parent: Tasks, the answer to SPLIT (may be empty)
     RETURN = 14     # parent -> child: Returned, results of work split off the subtree
     OUTPUT = 15     # child -> parent: Output, lines its tasks printed (stealing.observe.output)
+    GROW = 16       # parent -> router: Grow, add leaves under it (Runtime.grow)
 
 
 (INIT, JOB, TASKS, NOMORE, RESULTS, READY, ERROR, STATS_REQ, STATS, STOP, BYE, SPLIT,
- STOLEN, RETURN, OUTPUT) = Tag
+ STOLEN, RETURN, OUTPUT, GROW) = Tag
 
 # Not a message: what a mailbox hands its caller for a link whose peer died (Open MPI
 # with ULFM; the payload is the MPI.Exception). Never sent, so never a tag.
@@ -112,6 +113,14 @@ class Split(NamedTuple):
     whose deque is empty, at its next spawn; a leaf's idle request (RESULTS with
     ``idle``) voids a split it has not answered."""
     want: int
+
+
+class Grow(NamedTuple):
+    """GROW: spawn ``count`` leaves under this router, on ``host`` (None: its own
+    machine): leaves grown on a cluster's host join that cluster's router, so their
+    steals go local before remote like its other leaves'."""
+    count: int  # type: ignore[assignment]  # the field hides tuple.count; the wire's name
+    host: str | None = None
 
 
 class Returned(NamedTuple):
@@ -249,7 +258,7 @@ PAYLOADS = {
     Tag.INIT: Init, Tag.JOB: Job, Tag.TASKS: Tasks, Tag.NOMORE: NoMore,
     Tag.RESULTS: Results, Tag.READY: Ready, Tag.ERROR: Failure, Tag.STATS_REQ: None,
     Tag.STATS: Stats, Tag.STOP: None, Tag.BYE: Bye, Tag.SPLIT: Split,
-    Tag.STOLEN: Tasks, Tag.RETURN: Returned, Tag.OUTPUT: Output,
+    Tag.STOLEN: Tasks, Tag.RETURN: Returned, Tag.OUTPUT: Output, Tag.GROW: Grow,
 }
 
 

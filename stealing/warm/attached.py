@@ -111,7 +111,8 @@ class AttachedScheduler:
     def check_lost(self) -> None:
         """The server watches the tree."""
 
-    def grow(self, count: int, host: str | None = None) -> NoReturn:
+    def grow(self, count: int, host: str | None = None, wait_s: float = 0.0,
+             cluster: str | None = None) -> NoReturn:
         raise DacError("grow: a warm tree grows with `dac grow`")
 
     def shrink(self, count: int) -> NoReturn:
@@ -119,7 +120,8 @@ class AttachedScheduler:
 
     check_shrink = shrink
 
-    def ask_change(self, kind: str, count: int, host: str | None = None) -> NoReturn:
+    def ask_change(self, kind: str, count: int, host: str | None = None,
+                   cluster: str | None = None) -> NoReturn:
         raise DacError(f"{kind}: a warm tree changes with `dac {kind}`")
 
     def stop(self, *args: object, **kwargs: object) -> None:

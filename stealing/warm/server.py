@@ -228,7 +228,8 @@ class TreeServer:
         elif isinstance(msg, wire.Resize):
             try:
                 if msg.kind == "grow":
-                    self._tree.grow(msg.count, msg.host, wait_s=60.0)
+                    self._tree.grow(msg.count, msg.host, wait_s=60.0,
+                                    cluster=msg.cluster)
                 else:
                     self._tree.shrink(msg.count)
             except Exception as exc:                        # noqa: BLE001

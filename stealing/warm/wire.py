@@ -116,11 +116,13 @@ class Down(NamedTuple):
 
 class Resize(NamedTuple):
     """``dac grow`` (``kind`` "grow": ``count`` leaves on ``host``, None for this
-    machine) or ``dac shrink`` ("shrink"); answered by TreeStatus (or Failed), during a
-    job too: the new leaves join it."""
+    machine, under the router of ``cluster``, None for the host's) or ``dac shrink``
+    ("shrink"); answered by TreeStatus (or Failed), during a job too: the new leaves
+    join it."""
     kind: str
     count: int  # type: ignore[assignment]  # the field hides tuple.count; the wire's name
     host: str | None = None
+    cluster: str | None = None
 
 
 # messages: server -> script --------------------------------------------------------
