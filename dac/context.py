@@ -15,7 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from .errors import SyncError, safe_repr
-from .future import Future
+from .future import _PENDING, Future
 
 if sys.platform != "win32":
     import resource
@@ -182,7 +182,23 @@ def sync(*futures: Any) -> Any:
     implicit ``sync()``).
     """
     current = state.current
-    if current is None:
+    if current.__class__ is SerialContext:
+        # the serial elision's fast path: its futures are plain Futures, done (a
+        # generator and a method call per future cost 200 ns a spawn, a third of it)
+        if len(futures) == 2:
+            a, b = futures
+            if a.__class__ is Future and b.__class__ is Future and \
+                    a._value is not _PENDING and b._value is not _PENDING:
+                return a._value, b._value
+        elif len(futures) == 1:
+            a = futures[0]
+            if a.__class__ is Future and a._value is not _PENDING:
+                return a._value
+            if a.__class__ is list:             # sync(kids)
+                values = [f._value for f in a if f.__class__ is Future]
+                if len(values) == len(a) and not _pending_among(values):
+                    return values
+    elif current is None:
         raise SyncError("sync() called outside a spawned call: use it inside a function "
                         "decorated with @dac.spawn")
     if not futures:
@@ -190,6 +206,13 @@ def sync(*futures: Any) -> Any:
     if len(futures) == 1 and not isinstance(futures[0], Future):
         return _sync_list(current, futures[0])
     return current.sync(futures)
+
+
+def _pending_among(values: list) -> bool:
+    for v in values:
+        if v is _PENDING:
+            return True
+    return False
 
 
 def _sync_list(current: Context, group: Any) -> list:

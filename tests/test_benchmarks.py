@@ -34,6 +34,25 @@ def test_peers_runs_every_way_with_the_right_count():
     assert not os.path.exists(report["tree_folder"])       # the warm tree is down
 
 
+def test_work_first_measures_every_program_with_right_answers():
+    code, out, err = run_benchmark("benchmarks/work_first.py", "--quick", "--repeat", "1")
+    assert code == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["procs"] == 2 and report["ceiling"] > 0
+    rows = {r["program"]: r for r in report["programs"]}
+    assert list(rows) == ["fib 18", "Langford 7", "N-Queens 8", "UTS default",
+                          "comb 10 x 1 ms"]
+    answers = {"fib 18": "2584", "Langford 7": "52", "N-Queens 8": "92",
+               "UTS default": "(1732, 6)"}
+    for name, answer in answers.items():
+        assert rows[name]["answer"] == answer and rows[name]["wrong"] == "[]"
+    assert rows["fib 18"]["spawns"] == 8360
+    for r in rows.values():
+        assert set(r["seconds"]) == {"plain", "elision", "whole", "compute"}
+        assert r["speedup_compute"] > 0 and r["elision_over_plain"] > 0
+    assert "ceiling: two copies" in out
+
+
 def test_grow_reproduces_table_6_6_in_a_quick_run():
     code, out, err = run_benchmark("benchmarks/grow.py", "--quick", "--json")
     assert code == 0, err

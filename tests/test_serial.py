@@ -290,6 +290,36 @@ def test_sync_of_a_non_future_among_futures_raises():
         parent()
 
 
+def test_the_serial_fast_path_still_refuses_what_is_no_done_future():
+    """sync's fast path in the serial elision (one, two or a list of plain done
+    futures) hands anything else to the checks: a non-future in a list, a future
+    still pending."""
+    @spawn
+    def child(x):
+        return x
+
+    @spawn
+    def in_a_list():
+        return sync([child(1), 2])
+
+    @spawn
+    def pending(how):
+        f = Future(call="g(1)")
+        return sync(f) if how == 1 else sync(child(1), f) if how == 2 else sync([f])
+
+    with pytest.raises(SyncError, match="got int 2"):
+        in_a_list()
+    for how in (1, 2, 3):
+        with pytest.raises(SyncError, match=r"g\(1\) is not known yet"):
+            pending(how)
+
+    @spawn
+    def fine(n):
+        return sync(child(n)), sync(child(n), child(n + 1)), sync([child(n)] * 3), sync([])
+
+    assert fine(4) == (4, (4, 5), [4, 4, 4], [])
+
+
 def test_future_result_before_done_raises():
     f = Future(call="fib(30)")
     assert not f.done()

@@ -1,0 +1,255 @@
+"""Work-first yardstick: what a spawn costs, and what 2 leaves give over plain Python.
+
+For each program, one ``@spawn`` per node and no option (the grain is left to dac), and
+its plain-Python twin (the same search without dac):
+
+  plain       the twin, no dac at all
+  elision     the ``@spawn`` program called outside ``dac.run`` (its serial elision)
+  dac         ``dac.run_report`` on ``--procs`` leaves, a fresh tree each time: the
+              whole call (start-up included) and the computation alone (``elapsed_s``)
+
+and first the *ceiling*: two copies of the elision of the Langford search run side by
+side (forked processes started together) against one copy alone, measured now. It says
+how much two processes can gain on this machine (1.89-2.06x on the 2-core VMs this was
+written on), so dac's speed-up is read against it, not against an assumed 2.
+
+Per program the table gives the spawn's cost over a plain call ((elision - plain) /
+spawns), the elision over plain, and dac's speed-ups over the elision and over plain
+(best of ``--repeat``; the range over the repetitions is in the JSON). The last line is
+one JSON object with every figure.
+
+Run:  python benchmarks/work_first.py                 # default sizes, 3 repetitions
+      python benchmarks/work_first.py --quick         # tiny sizes (the tests use it)
+Exit status: 0, or 1 if a program's answer is wrong (figures are reported, not asserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), HERE]
+
+import spine as comb  # noqa: E402  (examples/spine.py)
+import uts  # noqa: E402  (examples/uts.py)
+
+import dac  # noqa: E402
+from dac import spawn, sync  # noqa: E402
+
+
+# --- the programs ---------------------------------------------------------------------
+@spawn
+def fib(n: int) -> int:
+    if n < 2:
+        return n
+    a, b = sync(fib(n - 1), fib(n - 2))
+    return a + b
+
+
+def plain_fib(n: int) -> int:
+    return n if n < 2 else plain_fib(n - 1) + plain_fib(n - 2)
+
+
+def fib_spawns(n: int) -> int:
+    """Spawns ``fib(n)`` makes below its top call."""
+    return 2 * (plain_fib(n + 1) - 1)
+
+
+@spawn
+def langford(k: int, used: int, n: int) -> int:
+    """Langford pairings of 1..k in the free positions of ``used`` (2n positions):
+    the two k's go k+1 apart; one spawn per placement that fits."""
+    if k == 0:
+        return 1
+    kids = []
+    for i in range(2 * n - k - 1):
+        both = (1 << i) | (1 << (i + k + 1))
+        if not used & both:
+            kids.append(langford(k - 1, used | both, n))
+    return sum(sync(kids))
+
+
+def plain_langford(k: int, used: int, n: int) -> int:
+    if k == 0:
+        return 1
+    total = 0
+    for i in range(2 * n - k - 1):
+        both = (1 << i) | (1 << (i + k + 1))
+        if not used & both:
+            total += plain_langford(k - 1, used | both, n)
+    return total
+
+
+def langford_spawns(k: int, used: int, n: int) -> int:
+    if k == 0:
+        return 0
+    count = 0
+    for i in range(2 * n - k - 1):
+        both = (1 << i) | (1 << (i + k + 1))
+        if not used & both:
+            count += 1 + langford_spawns(k - 1, used | both, n)
+    return count
+
+
+@spawn
+def queens(n: int, row: int, cols: int, d1: int, d2: int) -> int:
+    """N-Queens in pure Python (bitmasks), one spawn per safe square."""
+    if row == n:
+        return 1
+    kids = []
+    free = ~(cols | d1 | d2) & ((1 << n) - 1)
+    while free:
+        bit = free & -free
+        free ^= bit
+        kids.append(queens(n, row + 1, cols | bit, (d1 | bit) << 1, (d2 | bit) >> 1))
+    return sum(sync(kids))
+
+
+def plain_queens(n: int, row: int, cols: int, d1: int, d2: int) -> int:
+    if row == n:
+        return 1
+    total = 0
+    free = ~(cols | d1 | d2) & ((1 << n) - 1)
+    while free:
+        bit = free & -free
+        free ^= bit
+        total += plain_queens(n, row + 1, cols | bit, (d1 | bit) << 1, (d2 | bit) >> 1)
+    return total
+
+
+def queens_spawns(n: int, row: int, cols: int, d1: int, d2: int) -> int:
+    if row == n:
+        return 0
+    count = 0
+    free = ~(cols | d1 | d2) & ((1 << n) - 1)
+    while free:
+        bit = free & -free
+        free ^= bit
+        count += 1 + queens_spawns(n, row + 1, cols | bit, (d1 | bit) << 1, (d2 | bit) >> 1)
+    return count
+
+
+# name -> (spawn function, its arguments, plain twin, spawns, answer check)
+def programs(quick: bool) -> dict[str, tuple]:
+    # (Langford pairings exist for n = 0 or 3 mod 4: 7 has 52, 11 has 35,584, both
+    # orders counted)
+    n_fib, n_lang, n_q = (18, 7, 8) if quick else (30, 11, 12)
+    tree_name = "default" if quick else "T3"
+    tree = uts.TREES[tree_name]
+    uts.ensure_recursion_limit(tree)
+    levels, ms = (10, 1.0) if quick else (200, 3.0)
+    scale = comb.loops_per_ms()
+    return {
+        f"fib {n_fib}": (fib, (n_fib,), plain_fib, fib_spawns(n_fib)),
+        f"Langford {n_lang}": (langford, (n_lang, 0, n_lang), plain_langford,
+                               langford_spawns(n_lang, 0, n_lang)),
+        f"N-Queens {n_q}": (queens, (n_q, 0, 0, 0, 0), plain_queens,
+                            queens_spawns(n_q, 0, 0, 0, 0)),
+        f"UTS {tree_name}": (uts.uts, (tree, uts.rng_init(tree.seed), 0),
+                             lambda *a: uts.count_sequential(tree), tree.nodes or 0),
+        f"comb {levels} x {ms:g} ms": (comb.spine, (levels, ms, scale),
+                                       comb.plain_spine, 2 * levels),
+    }
+
+
+# --- measuring ------------------------------------------------------------------------
+def timed(fn, *args) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    value = fn(*args)
+    return time.perf_counter() - t0, value
+
+
+def _copy(fn, args, go, done) -> None:
+    go.wait()
+    t0 = time.perf_counter()
+    fn(*args)
+    done.put(time.perf_counter() - t0)
+
+
+def ceiling(fn, args) -> float:
+    """Throughput of two copies of ``fn(*args)`` side by side over one alone."""
+    ctx = mp.get_context("fork")
+    alone, _ = timed(fn, *args)
+    go, done = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_copy, args=(fn, args, go, done)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)
+    t0 = time.perf_counter()
+    go.set()
+    for _ in procs:
+        done.get()
+    both = time.perf_counter() - t0
+    for p in procs:
+        p.join()
+    return 2 * alone / both
+
+
+def measure(name: str, entry: tuple, procs: int, repeat: int) -> dict:
+    sf, args, plain, spawns = entry
+    rows = {"plain": [], "elision": [], "whole": [], "compute": []}
+    want = None
+    wrong = []
+    for _ in range(repeat):
+        t, want = timed(plain, *args)
+        rows["plain"].append(t)
+        t, got = timed(sf, *args)
+        rows["elision"].append(t)
+        wrong += [("elision", got)] if got != want else []
+        t0 = time.perf_counter()
+        report = dac.run_report(sf, *args, procs=procs)
+        rows["whole"].append(time.perf_counter() - t0)
+        rows["compute"].append(report.elapsed_s)
+        wrong += [("dac", report.result)] if report.result != want else []
+    best = {k: min(v) for k, v in rows.items()}
+    return {"program": name, "spawns": spawns, "answer": repr(want), "wrong": repr(wrong),
+            "seconds": {k: [round(x, 4) for x in v] for k, v in rows.items()},
+            "spawn_ns": round((best["elision"] - best["plain"]) / max(1, spawns) * 1e9),
+            "elision_over_plain": round(best["elision"] / best["plain"], 3),
+            "speedup_compute": round(best["elision"] / best["compute"], 3),
+            "speedup_whole": round(best["elision"] / best["whole"], 3),
+            "over_plain_whole": round(best["plain"] / best["whole"], 3),
+            "speedup_compute_range": [round(min(rows["elision"]) / max(rows["compute"]), 3),
+                                      round(max(rows["elision"]) / min(rows["compute"]), 3)]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds)")
+    ap.add_argument("--only", help="run the programs whose name starts with this")
+    args = ap.parse_args(argv)
+    progs = programs(args.quick)
+    if args.only:
+        progs = {k: v for k, v in progs.items() if k.startswith(args.only)}
+    n = 7 if args.quick else 11
+    top = ceiling(langford, (n, 0, n))
+    print(f"ceiling: two copies of the elision of Langford {n} side by side run "
+          f"{top:.2f}x one alone")
+    print(f"{'program':22s}{'spawns':>10s}{'ns/spawn':>10s}{'elision/plain':>15s}"
+          f"{'dac/elision':>13s}{'of ceiling':>12s}{'whole/plain':>13s}")
+    results, failed = [], False
+    for name, entry in progs.items():
+        r = measure(name, entry, args.procs, args.repeat)
+        results.append(r)
+        failed |= r["wrong"] != "[]"
+        print(f"{name:22s}{r['spawns']:>10d}{r['spawn_ns']:>10d}"
+              f"{r['elision_over_plain']:>15.2f}{r['speedup_compute']:>13.2f}"
+              f"{r['speedup_compute'] / top:>12.2f}{r['over_plain_whole']:>13.2f}"
+              + ("   WRONG " + r["wrong"] if r["wrong"] != "[]" else ""))
+    print("dac/elision: the computation alone (best of the repetitions); whole/plain: "
+          "plain Python over dac's whole call, start-up included")
+    print(json.dumps({"procs": args.procs, "repeat": args.repeat, "ceiling": round(top, 3),
+                      "programs": results}))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
