@@ -149,15 +149,19 @@ class StealableContext:
             if not isinstance(f, Future):
                 raise SyncError(f"sync() takes futures returned by @spawn functions, "
                                 f"got {type(f).__name__} {safe_repr(f)}")
+        d = self.deque
         for f in futures:
             while f._value is _PENDING:
-                if self.deque:
-                    self._run(self.deque.pop())
+                if d:
+                    self._run(d.pop())
                 else:                       # split off to another leaf: wait for it
                     self.worker.wait(f.done)
+        # (no generator for one or two: it cost about 100 ns a spawn)
         if len(futures) == 1:
             return futures[0]._value
-        return tuple(f._value for f in futures)
+        if len(futures) == 2:
+            return futures[0]._value, futures[1]._value
+        return tuple([f._value for f in futures])
 
     def sync_all(self) -> None:
         """``sync()``: wait for the entries the calling function made. Its entries on
