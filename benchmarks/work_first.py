@@ -166,10 +166,13 @@ def timed(fn, *args) -> tuple[float, object]:
 
 
 def _copy(fn, args, go, done) -> None:
-    go.wait()
-    t0 = time.perf_counter()
-    fn(*args)
-    done.put(time.perf_counter() - t0)
+    try:
+        go.wait()
+        t0 = time.perf_counter()
+        fn(*args)
+        done.put(time.perf_counter() - t0)
+    except KeyboardInterrupt:       # Ctrl-C reaches the process group: the parent says so
+        pass
 
 
 def ceiling(fn, args) -> float:
@@ -178,16 +181,22 @@ def ceiling(fn, args) -> float:
     alone, _ = timed(fn, *args)
     go, done = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=_copy, args=(fn, args, go, done)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    time.sleep(0.5)
-    t0 = time.perf_counter()
-    go.set()
-    for _ in procs:
-        done.get()
-    both = time.perf_counter() - t0
-    for p in procs:
-        p.join()
+    try:
+        for p in procs:
+            p.start()
+        time.sleep(0.5)
+        t0 = time.perf_counter()
+        go.set()
+        for _ in procs:
+            done.get()
+        both = time.perf_counter() - t0
+    finally:                        # (a Ctrl-C: none is left running)
+        for p in procs:
+            if p.is_alive() and p.exitcode is None:
+                p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join()
     return 2 * alone / both
 
 
@@ -252,4 +261,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("work_first: interrupted", file=sys.stderr)
+        sys.exit(130)

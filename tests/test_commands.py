@@ -113,6 +113,7 @@ PLAN = {
     "python benchmarks/uts.py": (LONG, ""),
     "python benchmarks/spine.py --repeat 3": (LONG, ""),
     "python benchmarks/sleep_scale.py --leaves 32 --repeat 2": (LONG, ""),
+    "python benchmarks/work_first.py": (LONG, ""),
 }
 
 # the folder of scratch files some commands read
