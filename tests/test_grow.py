@@ -177,3 +177,26 @@ def test_grow_names_an_unknown_cluster_and_changes_nothing():
             rt.grow(1, cluster=3)
         report = rt.run_report(queens, 7, 0, 0, 0)
         assert report.result == 40 and len(leaves(report)) == 4
+
+
+def test_grow_during_a_run_refuses_an_unknown_cluster_in_the_callers_thread():
+    """Asked from another thread while a run drives the tree, a grow for a cluster the
+    tree lacks is refused in that thread at once; the run goes on untouched."""
+    failures = []
+
+    def grow_mars():
+        try:
+            rt.grow(1, cluster="mars")
+        except dac.DacError as exc:
+            failures.append(str(exc))
+
+    with dac.Runtime(topology=TWO, local=True) as rt:
+        rt.start()
+        timer = threading.Timer(0.3, grow_mars)
+        timer.start()
+        report = rt.run_report(sleep_tree, 6, 20.0)
+        timer.join()
+        assert report.result == 2 ** 6
+        assert failures == ["grow: the tree has no cluster 'mars' (its clusters: near, "
+                            "far); nothing changed"]
+        assert report.stats["leaves_added"] == 0

@@ -133,7 +133,7 @@ class RootScheduler:
         self.job_env: P.ScriptEnv | None = None
         self.job_timeline = False          # P.Job.timeline: record what processes do
         self._next_check = 0.0
-        # grow/shrink asked from another thread: (kind, count, host)
+        # grow/shrink asked from another thread: (kind, count, host, cluster)
         self._changes: deque[tuple[str, int, str | None, str | None]] = deque()
         # (leaves at work, leaves, steals answered here), for dac.progress's thread
         self.view: tuple[int, int, int] | None = None
@@ -313,14 +313,11 @@ class RootScheduler:
     def _cluster_router(self, host: str | None, cluster: str | None) -> Child | None:
         """The root's child routing the cluster that new leaves on ``host`` join
         (``grow``), or None: the root itself is that cluster's node."""
-        names = list(dict.fromkeys(leaf.cluster for leaf in self.plan.leaves()))
         if cluster is None:
             here = [leaf.cluster for leaf in self.plan.leaves()
                     if (is_this_machine(leaf.host) if host is None else leaf.host == host)]
             cluster = here[0] if here else self.plan.cluster
-        elif cluster not in names:
-            raise DacError(f"grow: the tree has no cluster {cluster!r} (its clusters: "
-                           f"{', '.join(names)}); nothing changed")
+        self.check_cluster(cluster)
         if cluster == self.plan.cluster:
             return None
         node = self._live()
@@ -329,6 +326,13 @@ class RootScheduler:
                     and child.comm is not None and not node.policy.children[child.index].lost:
                 return child
         return None
+
+    def check_cluster(self, cluster: str | None) -> None:
+        """Refuse, with the tree's cluster names, a ``grow`` for a cluster it lacks."""
+        names = list(dict.fromkeys(leaf.cluster for leaf in self.plan.leaves()))
+        if cluster is not None and cluster not in names:
+            raise DacError(f"grow: the tree has no cluster {cluster!r} (its clusters: "
+                           f"{', '.join(names)}); nothing changed")
 
     def shrink(self, count: int) -> int:
         """Let ``count`` leaves with links of their own go (the newest first, added
@@ -356,7 +360,10 @@ class RootScheduler:
     def ask_change(self, kind: str, count: int, host: str | None = None,
                    cluster: str | None = None) -> None:
         """``grow`` or ``shrink`` from another thread while a run drives the tree:
-        done at the root's next step (MPI is used by one thread at a time)."""
+        done at the root's next step (MPI is used by one thread at a time). A cluster
+        the tree lacks is refused here, in the caller's thread, not in the run."""
+        if kind == "grow":
+            self.check_cluster(cluster)
         self._changes.append((kind, count, host, cluster))
 
     def _publish_view(self) -> None:
