@@ -205,10 +205,13 @@ class StealPolicy:
 
     # events --------------------------------------------------------------------
     def begin_round(self) -> None:
-        """Every idle child wants its initial share (Figure 5.3 quotas)."""
+        """Every idle child wants its initial share (Figure 5.3 quotas, or by speed:
+        ``_initial_want``)."""
+        total = self.subtree_rate()
+        pot = sum(x.quota for x in self.children if not x.lost)
         for c in self.children:
             if c.outstanding == 0 and c.want == 0 and not c.lost:
-                c.want, c.asked, c.waited = self._initial_want(c), False, False
+                c.want, c.asked, c.waited = self._initial_want(c, total, pot), False, False
                 c.idle = True       # it holds nothing: a split may serve it
                 c.split_pending = False     # whatever it said in a past round
                 c.dry_until = 0.0
@@ -686,16 +689,16 @@ class StealPolicy:
         per_proc = sum(c.rate for c in known) / sum(c.procs for c in known)
         return sum(c.rate if c.rate > 0 else per_proc * c.procs for c in live)
 
-    def _initial_want(self, c: ChildShare) -> int:
+    @staticmethod
+    def _initial_want(c: ChildShare, total: float, pot: int) -> int:
         """A child's share at the start of a round: its quota (Figure 5.3, sized by
         processors) until its rate is measured; then the round's quotas shared by
         speed (seeds 000 and 003: rate / sum of rates), so on a tree that keeps its
         processes, a fast leaf (a GPU's) gets its share at once in the next job
-        instead of its processors'. At least one task."""
-        total = self.subtree_rate()
+        instead of its processors'. At least one task. ``total``: the subtree's rate,
+        ``pot``: the live children's quotas (both once per round, not per child)."""
         if total <= 0 or c.rate <= 0:
             return c.quota
-        pot = sum(x.quota for x in self.children if not x.lost)
         return max(1, round(pot * c.rate / total))
 
     def _share_of_pool(self, k: int) -> int:
