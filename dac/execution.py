@@ -71,22 +71,23 @@ def forget_script() -> None:
 def run_task_payload(payload: bytes, table: dict[str, SpawnFunction],
                      stealable: StealableContext | None = None) -> Result:
     """Run one task, serially or (``stealable``, a ``StealableContext``) with its
-    spawns on the leaf's deque; returns ``(task id, pickled result)``. A task of the
-    root runs the function's ``leaf=`` kernel if it has one; split-off spawns run
-    the function itself, as they would have where they were spawned."""
+    spawns on the leaf's deque; returns ``(task id, pickled result)``. A task at its
+    function's grain (``TaskCall.serial``: by default a task of the root) runs the
+    function's ``leaf=`` kernel if it has one; other tasks run the function itself,
+    as they would have where they were spawned."""
     try:
         call = task_call.read(payload)
     except Exception as exc:                                # noqa: BLE001
         raise SetupFailure("unpickling the arguments of a task") from exc
-    root_task = not is_split(call.tid)
+    serial = not is_split(call.tid) if call.serial is None else call.serial
     if stealable is None:
         sf = call.spawn_function(table)
         value = context.run_serially(sf, call.args, call.kwargs, call.depth,
-                                     use_leaf=root_task)
+                                     use_leaf=serial)
     else:
         sf = stealable.function(call)
         value = stealable.run_task(sf, call.args, call.kwargs, call.depth,
-                                   use_leaf=root_task)
+                                   use_leaf=serial, grain=call.grain, target=call.target)
     return call.tid, dumps(value, Lazy("the result of", (sf, call.args, call.kwargs)))
 
 

@@ -1,6 +1,9 @@
 """Expansion and replay: how the root turns a recursive call into tasks and back.
 
-The root runs the top of the recursion. A call at the spawn depth (or whose ``cutoff``
+Where the leaves cannot split a running task (GPU leaves, spawn-per-batch leaves) or
+a spawn depth is given (``@spawn(depth=...)``, the run's ``depth`` option), the root
+runs the top of the recursion; elsewhere the top call is the one task and nothing
+here runs the user's code (``Expansion.top_target``). A call at the spawn depth (or whose ``cutoff``
 holds) becomes a task and returns a pending future; a call above it runs here. A frame
 that must ``sync`` on a pending future is suspended (abandoned) and its parent goes on,
 so one pass finds every task the top of the recursion can reach, and notes the tasks
@@ -99,8 +102,13 @@ class Expansion:
     """The context of the root's passes over the top of the recursion."""
 
     def __init__(self, auto_depth: int,
-                 sink: Callable[[Expansion], None] | None = None) -> None:
+                 sink: Callable[[Expansion], None] | None = None,
+                 top_target: int | None = None) -> None:
         self.auto_depth = auto_depth
+        # the top call is the one task, whatever its function's grain, and its worker
+        # finds the grain (dac.stealable) aiming for this many tasks; None: the root
+        # expands the top to the grain
+        self.top_target = top_target
         self.sink = sink             # called with the expansion after each new task
         self.records: dict = {}      # path -> (function key, argument digest)
         self.results: dict = {}      # path of a task -> its value
@@ -144,6 +152,8 @@ class Expansion:
     def is_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int) -> bool:
         """The call goes to the leaves: its ``cutoff=``, else its ``depth=``, else the
         automatic depth says so."""
+        if self.top_target is not None:
+            return True                     # (the top call: nothing else runs here)
         if sf.cutoff is not None:
             return bool(sf.cutoff(*args, **kwargs) if kwargs else sf.cutoff(*args))
         if sf.depth is not None:
@@ -153,6 +163,30 @@ class Expansion:
             return True
         return False
 
+    def _new_task(self, call: SpawnCall, path: CallPath, depth: int) -> None:
+        """The call at ``path`` is a task found by this pass: pickled, kept, and handed
+        to the sink (which may send it at once)."""
+        sf, args, kwargs = call
+        tid = len(self.tasks)
+        fingerprint = _fingerprint(args, kwargs)      # a tuple: scalars
+        payload, script = task_call.write_noting(
+            TaskCall(tid, sf.key, depth, args, kwargs, None, *self._top_grain()),
+            Lazy("an argument of", call), type(fingerprint) is tuple)
+        self._check(path, sf, fingerprint, call)
+        task = Task(tid, path, sf, payload, call, script)
+        self.tasks[path] = task
+        self.new_tasks.append(task)
+        self.max_task_depth = max(self.max_task_depth, depth)
+        if self.sink is not None:
+            self.sink(self)
+
+    def _top_grain(self) -> tuple[bool | None, None, int | None]:
+        """``TaskCall``'s ``serial``, ``grain`` and ``target`` for a task found here:
+        the top call as the one task has no grain yet (its worker finds it)."""
+        if self.top_target is None:
+            return None, None, None
+        return False, None, self.top_target
+
     def _call(self, sf: SpawnFunction, args: tuple, kwargs: dict, path: CallPath,
               depth: int) -> Future:
         call: SpawnCall = (sf, args, kwargs)                # described only when a message needs it
@@ -161,18 +195,7 @@ class Expansion:
                 self._check(path, sf, _fingerprint(args, kwargs), call)
                 return Future(self.results[path], call)
             if path not in self.tasks:
-                tid = len(self.tasks)
-                fingerprint = _fingerprint(args, kwargs)      # a tuple: scalars
-                payload, script = task_call.write_noting(
-                    TaskCall(tid, sf.key, depth, args, kwargs),
-                    Lazy("an argument of", call), type(fingerprint) is tuple)
-                self._check(path, sf, fingerprint, call)
-                task = Task(tid, path, sf, payload, call, script)
-                self.tasks[path] = task
-                self.new_tasks.append(task)
-                self.max_task_depth = max(self.max_task_depth, depth)
-                if self.sink is not None:
-                    self.sink(self)
+                self._new_task(call, path, depth)
             fut = Future(call=call)
             self.pending[fut] = path
             return fut
@@ -261,16 +284,22 @@ def function_table(tasks: Iterable[Task], sent: set[str]) -> dict[str, bytes]:
 
 def choose_depth(sf: SpawnFunction, args: tuple, kwargs: dict, target: int,
                  fixed: int | None = None,
-                 sink: Callable[[Expansion], None] | None = None) -> Expansion:
+                 sink: Callable[[Expansion], None] | None = None,
+                 top: bool = False) -> Expansion:
     """The first pass, at the shallowest automatic depth giving ``target`` tasks.
 
     Deepening stops when the count reaches ``target``, when the automatic depth decided
     nothing (only ``depth=``/``cutoff=`` functions), when the count stops growing, or at
-    ``MAX_AUTO_DEPTH``. If going deeper reached the bottom of the recursion (the pass
+    ``MAX_AUTO_DEPTH``. ``top``: no pass runs the user's code, the top call is the
+    one task (its worker finds the grain, aiming for ``target`` tasks). If going deeper reached the bottom of the recursion (the pass
     finished with no task at all), the previous depth is kept: the leaves, not the root,
     must do the work. A pass that reaches ``target`` is the one kept, so a ``sink``
     may start sending its tasks as soon as it has that many.
     """
+    if top:
+        exp = Expansion(0, sink, top_target=target)
+        exp.first = exp.run_pass(sf, args, kwargs)
+        return exp
     if fixed is not None:
         exp = Expansion(fixed, sink)
         exp.first = exp.run_pass(sf, args, kwargs)

@@ -361,13 +361,17 @@ class Runtime:
         streamer = None
         if self.scheduler is None:
             self._attach()
-        fixed = self._fixed_depth(sf)
+        # else the root expands the top (GPU leaves, one-shot leaves, or the depth
+        # option): to that depth, or the functions' depth= or cutoff=, or the
+        # automatic depth, found by passes over the top
+        top = self._top_is_task(sf)
+        fixed = 0 if top else self.options.depth
         if self.scheduler is not None:
             self.scheduler.job_timeline = self.timeline is not None
             self.scheduler.begin_job()
             streamer = _Streamer(self.scheduler, target, fixed is not None)
         try:
-            exp = choose_depth(sf, args, kwargs, target, fixed, streamer)
+            exp = choose_depth(sf, args, kwargs, target, fixed, streamer, top)
             if streamer is not None:
                 streamer.check()
         except BaseException as exc:
@@ -426,21 +430,23 @@ class Runtime:
         print(f"dac: timeline of {title} written to {path}", file=sys.stderr,
               flush=True)
 
-    def _fixed_depth(self, sf: SpawnFunction) -> int | None:
-        """The spawn depth the root expands to: the ``depth`` option; else 0 (the top
-        call is the one task, and the root runs none of the user's code) where every
-        leaf is a worker that splits its spawns (persistent, CPU) and the function
-        leaves the grain to dac (no ``depth=``, ``cutoff=``, ``leaf=`` or
-        ``gpu_batch=``); else None (the automatic depth, found by passes over the
-        top on the root)."""
-        if self.options.depth is not None:
-            return self.options.depth
-        if sf.depth is not None or sf.cutoff is not None or sf.has_kernels():
-            return None
-        if self.options.leaf_mode != "persistent" or \
-                any(leaf.device >= 0 for leaf in self.plan.leaves()):
-            return None
-        return 0
+    def _top_is_task(self, sf: SpawnFunction) -> bool:
+        """The top call is the one task and the root runs none of the user's code:
+        every leaf is a worker that splits its spawns (persistent, CPU), and neither
+        the run (``depth`` option) nor the function (``depth=``) names a spawn depth
+        for the root to expand to. A function's ``cutoff=`` and ``leaf=`` set its
+        grain on the workers (``dac.stealable.Grain``).
+
+        A spawn depth keeps the thesis' method: the root's pool holds every call at
+        that depth and hands them down with the thesis' counts. For a wide, flat
+        spawn that is the better schedule: 1360 naps of 30 ms spawned by one top
+        call (``benchmarks/thesis/table_6_5.py``) on 20 leaves took 2.30 s from the
+        root's pool and 3.02 s split off the one task (34 leaves in two clusters
+        20 ms apart: 1.66 s and 3.14 s)."""
+        return self.options.depth is None and sf.depth is None and \
+            self.options.leaf_mode == "persistent" and \
+            all(leaf.device < 0 for leaf in self.plan.leaves())
+
 
     def _task_target(self) -> int:
         """Tasks the automatic depth aims for: twice what the root hands out at the

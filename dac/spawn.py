@@ -81,7 +81,8 @@ class SpawnFunction:
         self.cutoff = cutoff
         self._leaf: Loadable | None = leaf
         self._gpu_batch: Loadable | None = gpu_batch
-        # the user chose the grain: in a leaf, calls stay plain calls (dac.stealable)
+        # the user chose the grain: in a leaf, calls at it run as the user asked, and
+        # calls below it are plain (dac.stealable.Grain)
         self.grain_fixed = cutoff is not None or leaf is not None
         self.key = f"{getattr(fn, '__qualname__', 'fn')}#{next(_keys)}"
         functools.update_wrapper(self, fn)
@@ -128,7 +129,7 @@ class SpawnFunction:
                     ctx.seq += 1
                     ctx.deque.append(entry)
                     return entry
-                if ctx.full:
+                if ctx.full and not self.grain_fixed:
                     ctx.level += 1
                     try:
                         return Future(self.fn(*args, **kwargs))

@@ -24,8 +24,13 @@ thief found only deep, small entries (thousands of steals, the leaves idle half 
 run). A leaf alone has no thief: a call
 becomes an entry only while the deque holds fewer than ``KEEP`` entries, or when the
 worker owes a thief work (asked while the deque was empty: the next spawn pays).
-Calls of a function with ``cutoff=`` or ``leaf=`` are always plain here: the user
-chose the grain.
+The grain of a function with ``cutoff=`` or ``leaf=`` (``grain_fixed``): its calls
+above the grain are entries like any other; a call at the grain (its ``cutoff``
+holds, it is ``depth=`` deep, or for ``leaf=`` alone, as deep as the run needs for
+its target count of tasks: ``Grain``) is an entry that runs as the user asked of a
+task, the ``leaf=`` function or the body with every nested call of such a function
+plain (``serial``). So the root runs none of these functions' code either, and a
+thief gets whole calls above the grain or at it, never below it.
 Every entry's run is a *scope* that waits, before it returns, for the entries made
 under it (the implicit ``sync`` at the end of a spawned call); ``sync()`` with no
 argument waits for the current scope's entries. Entries are numbered as they are
@@ -59,6 +64,7 @@ if TYPE_CHECKING:
     from .spawn import SpawnFunction
 
 KEEP = 2            # entries the deque keeps on a leaf alone (see the docstring)
+MAX_GRAIN_DEPTH = 48    # as the root's automatic depth (dac.expansion.MAX_AUTO_DEPTH)
 POLL_S = 2e-3       # how often a running task lets its worker read messages (a probe costs ~10-60 µs)
 
 # Interpreter frames one level of the user's recursion costs in a leaf task: the
@@ -82,6 +88,54 @@ class Entry(Future):
 _new_entry = object.__new__
 
 
+class Grain:
+    """What an entry of a ``grain_fixed`` function holds in place of the function:
+    the function, whether the call is at its grain (``at``) and its recursion depth,
+    which a thief's task carries (``TaskCall.serial``, ``depth``). ``fn`` runs the
+    call here: the function's body above the grain; at it, the ``leaf=`` function or
+    the body with nested grain calls plain."""
+
+    __slots__ = ("sf", "at", "depth", "fn")
+
+    def __init__(self, sf: SpawnFunction, at: bool, depth: int) -> None:
+        self.sf, self.at, self.depth = sf, at, depth
+        self.fn = self._serially if at else self._first_level if depth == 1 else sf.fn
+
+    def _serially(self, *args: Any, **kwargs: Any) -> Any:
+        ctx = context.state.current
+        assert isinstance(ctx, StealableContext)    # an entry runs in its leaf's context
+        ctx.serial += 1
+        try:
+            leaf = self.sf.leaf
+            return (leaf if leaf is not None else self.sf.fn)(*args, **kwargs)
+        finally:
+            ctx.serial -= 1
+
+    def _first_level(self, *args: Any, **kwargs: Any) -> Any:
+        """A call one level below the top, run where it was spawned: the top call
+        has made its calls (it waits for them), so their count fixes the grain."""
+        ctx = context.state.current
+        assert isinstance(ctx, StealableContext)
+        if ctx.counting:
+            ctx.fix_grain()
+        return self.sf.fn(*args, **kwargs)
+
+    def describe(self, args: tuple, kwargs: dict) -> str:
+        return self.sf.describe(args, kwargs)
+
+
+def grain_depth(target: int, branching: int) -> int:
+    """The depth of the grain of ``leaf=`` functions given neither ``depth=`` nor
+    ``cutoff=``: the shallowest where ``branching`` calls a level make ``target``
+    calls (as the root's automatic depth aimed for, with no pass over the top)."""
+    b = max(2, branching)
+    depth, calls = 1, b
+    while calls < target and depth < MAX_GRAIN_DEPTH:
+        calls *= b
+        depth += 1
+    return depth
+
+
 class StealableContext:
     """The ``@spawn`` context of tasks on one leaf (one per leaf process)."""
 
@@ -97,6 +151,13 @@ class StealableContext:
         self.owed = 0                   # tasks a thief asked for while nothing was here
         self.depth = 0                  # recursion depth of the running task's root
         self.level = 0                  # calls under way on this stack (see sync_all)
+        self.origin = 0                 # level - origin: the depth of a call made now
+        self.serial = 0                 # calls at their grain under way on this stack
+        self.target: int | None = None  # tasks the run aims for (the top task says)
+        self.grain: int | None = None   # the grain depth of leaf= functions (fixed once)
+        self.top_calls = 0              # calls of such functions the top task made
+        self.counting = False           # ... and it may make more: the grain waits
+        self.grains: dict[tuple[int, bool, int], Grain] = {}
         self.table: dict[str, SpawnFunction] = {}   # the job's {key: SpawnFunction}
         self.keys: dict[int, str] = {}    # id(SpawnFunction) -> key, for split payloads
         self.functions: dict[bytes, SpawnFunction] = {}   # bytes -> SpawnFunction
@@ -124,15 +185,18 @@ class StealableContext:
         a plain call, or an entry on the deque."""
         if self.countdown <= 0:
             self._poll()
-        if self.full or sf.grain_fixed:
+        run: SpawnFunction | Grain = sf
+        if sf.grain_fixed and not self.serial:  # (below a call at its grain: plain)
+            run = self._grain_of(sf, args, kwargs)
+        if self.full or self.serial and sf.grain_fixed:
             self.level += 1
             try:
-                return Future(sf.fn(*args, **kwargs))
+                return Future(run.fn(*args, **kwargs))
             finally:
                 self.level -= 1
         entry = _new_entry(Entry)
         entry._value = _PENDING
-        entry._call = (sf, args, kwargs)
+        entry._call = (run, args, kwargs)   # type: ignore[assignment]
         entry.level = self.level
         entry.seq = self.seq
         self.seq += 1
@@ -142,6 +206,47 @@ class StealableContext:
         if not self.eager:                  # _update, inlined on the spawn path
             self.full = len(self.deque) >= self.keep and not self.owed
         return entry
+
+    def _grain_of(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Grain:
+        """What runs a call of ``sf`` (``grain_fixed``) made now: the ``Grain`` of its
+        depth, at the grain or above it."""
+        depth = self.level - self.origin
+        at = self._at_grain(sf, args, kwargs, depth)
+        key = (id(sf), at, depth)
+        grain = self.grains.get(key)
+        if grain is None or grain.sf is not sf:
+            grain = self.grains[key] = Grain(sf, at, depth)
+        return grain
+
+    def _at_grain(self, sf: SpawnFunction, args: tuple, kwargs: dict,
+                  depth: int) -> bool:
+        """A call at ``depth`` is at ``sf``'s grain: its ``cutoff`` holds, else it is
+        ``depth=`` deep, else (``leaf=`` alone) as deep as ``grain_depth`` says, from
+        the calls the top task made one level down (counted until it is fixed)."""
+        if sf.cutoff is not None:
+            return bool(sf.cutoff(*args, **kwargs) if kwargs else sf.cutoff(*args))
+        if sf.depth is not None:
+            return depth >= sf.depth
+        if self.grain is None:
+            if self.target is None:
+                return True         # a task of the root's expansion: it was the grain
+            if depth <= 1:
+                if depth == 1:
+                    self.top_calls += 1
+                    self.counting = True
+                return depth == 0 and self.target <= 1
+            self.fix_grain()
+        assert self.grain is not None
+        return depth >= self.grain
+
+    def fix_grain(self) -> None:
+        """The top call's calls are counted (one of them runs, or spawns): the grain
+        of ``leaf=`` functions is fixed, and a split owed meanwhile can be paid.
+        A split waits for it: fixed from the first calls alone, N-Queens 14's grain
+        was 2 levels deeper than its 14 calls give (1.5 times the leaves' CPU)."""
+        assert self.target is not None
+        self.grain = grain_depth(self.target, self.top_calls)
+        self.counting = False
 
     def sync(self, futures: Sequence[Any]) -> Any:
         """``sync(f, ...)``: run or wait for each future, newest entries first."""
@@ -240,22 +345,34 @@ class StealableContext:
 
     # a task --------------------------------------------------------------------
     def run_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,
-                 use_leaf: bool) -> Any:
+                 use_leaf: bool, grain: int | None = None,
+                 target: int | None = None) -> Any:
         """Run one task (a task of the root, or an entry split off elsewhere) as the
         root scope of this leaf's stack; nested tasks (run while a ``sync`` waits)
-        stack their scopes on it."""
+        stack their scopes on it. ``use_leaf``: the call is at its function's grain
+        (``Grain``); ``target``: it is the run's top call, whose grain is found here;
+        ``grain``: the grain depth a worker fixed for the run."""
         saved_state, saved_base, saved_depth = context.state.current, self.base, self.depth
-        saved_level = self.level
+        saved_level, saved_origin, saved_serial = self.level, self.origin, self.serial
         context.state.current = self
         self.base = base = self.seq
         self.depth = depth
+        self.origin = self.level - depth
         self.level += 1
+        if target is not None:              # the run's top call: a new grain
+            self.target, self.grain, self.top_calls = target, None, 0
+            self.counting = False
+        elif grain is not None:
+            self.grain = grain
+        at = use_leaf or (target is not None and sf.grain_fixed and
+                          self._at_grain(sf, args, kwargs, depth))
+        self.serial = 1 if at and sf.grain_fixed else 0
         if self.worker.owed:                # a split came before this task started
             self.owed, self.worker.owed = self.worker.owed, 0
             self._update()
         context.deeper(LEAF_FRAMES)
         try:
-            if use_leaf and sf.leaf is not None:
+            if at and sf.leaf is not None:
                 return sf.leaf(*args, **kwargs)
             value = sf.fn(*args, **kwargs)
             self._drain(base)
@@ -264,7 +381,7 @@ class StealableContext:
             self._forget()
             raise
         finally:
-            self.level = saved_level
+            self.level, self.origin, self.serial = saved_level, saved_origin, saved_serial
             context.undeeper()
             context.state.current, self.base, self.depth = (saved_state, saved_base,
                                                            saved_depth)
@@ -276,6 +393,8 @@ class StealableContext:
         self.stolen.clear()
         self.stolen_top = -1
         self.owed = 0
+        self.serial = 0
+        self.counting = False
         self._update()
 
     # thieves ---------------------------------------------------------------------
@@ -290,12 +409,18 @@ class StealableContext:
             self.owed = 0
             self._update()
             return []
+        if self.counting:                   # the grain is not fixed yet: owed
+            self.owed = want
+            self._update()
+            return []
         out = self._take(want)
         self.owed = 0 if out else want
         self._update()
         return out
 
     def _pay(self) -> None:
+        if self.counting:                   # owed until the grain is fixed
+            return
         want, self.owed = self.owed, 0
         self.direct = self.eager
         given = self._take(want)
@@ -320,6 +445,10 @@ class StealableContext:
     def _as_task(self, entry: Entry) -> Task | None:
         """``((path, number), payload)`` for a thief, or None if it cannot be pickled."""
         sf, args, kwargs = entry._call
+        serial, depth = None, self.depth
+        if sf.__class__ is Grain:           # a grain_fixed function's call
+            grain: Grain = sf
+            sf, serial, depth = grain.sf, grain.at, grain.depth
         key = self._key(sf)
         number = self.next_number
         tid: SplitId = (self.worker.path, number)
@@ -329,8 +458,10 @@ class StealableContext:
                 blob = self.blobs.get(id(sf))
                 if blob is None:
                     blob = self.blobs[id(sf)] = dumps_function(sf)
-            payload = task_call.write(TaskCall(tid, key, self.depth, args, kwargs, blob),
-                                      Lazy("an argument of", entry._call))
+            call = TaskCall(tid, key, depth, args, kwargs, blob)
+            if serial is not None:
+                call = call._replace(serial=serial, grain=self.grain)
+            payload = task_call.write(call, Lazy("an argument of", entry._call))
         except SerializationError:
             return None
         self.next_number += 1

@@ -22,7 +22,15 @@ if TYPE_CHECKING:
 
 class TaskCall(NamedTuple):
     """One call of a ``@spawn`` function: which function, at which recursion depth, with
-    which arguments. ``function`` is the pickled ``SpawnFunction`` when ``key`` is None."""
+    which arguments. ``function`` is the pickled ``SpawnFunction`` when ``key`` is None.
+
+    The grain of a function with ``cutoff=``, ``depth=`` or ``leaf=`` (``dac.stealable``):
+    ``serial`` says whether the call is at its grain (True: it runs as the user asked
+    for a task, its ``leaf=`` function or its body with nested calls of such functions
+    plain; False: its body, its spawns on the deque; None: a task of the root is, a
+    split one is not); ``grain`` is the depth of the grain of ``leaf=`` functions
+    without ``depth=`` or ``cutoff=`` where a worker already fixed it, and ``target``
+    the number of tasks the run aims for, which the top task's worker fixes it by."""
 
     tid: TaskId
     key: str | None
@@ -30,9 +38,14 @@ class TaskCall(NamedTuple):
     args: tuple
     kwargs: dict
     function: bytes | None = None
+    serial: bool | None = None
+    grain: int | None = None
+    target: int | None = None
 
     def wire(self) -> tuple:
         """The plain tuple that is pickled (no class reference in the bytes)."""
+        if self.serial is not None or self.grain is not None or self.target is not None:
+            return tuple(self)
         if self.function is None:
             return (self.tid, self.key, self.depth, self.args, self.kwargs)
         return (self.tid, None, self.depth, self.args, self.kwargs, self.function)

@@ -3,9 +3,10 @@
     python examples/fib.py 32
     python examples/fib.py 35 --depth 6     # calls at recursion depth 6 are tasks
 
-Each call spawns two children and adds their values. Calls at the spawn depth (chosen
-by the run unless ``--depth`` says) are tasks; a leaf solves each with the numba
-function ``fib_leaf``.
+Each call spawns two children and adds their values. The top call is a task on a
+leaf; calls above the grain (chosen by that leaf from the run's size) are split off to
+other leaves, and each call at it runs the numba function ``fib_leaf``. With
+``--depth`` the root expands the top to that depth and sends the calls there as tasks.
 """
 
 import argparse
@@ -32,7 +33,7 @@ def fib(n):
 
 
 def main(argv=None):
-    from stealing.observe.stats import format_stats
+    from stealing.observe.stats import format_stats, grain_text
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("n", type=int, nargs="?", default=32)
     ap.add_argument("--procs", type=int, default=None, help="leaf processes")
@@ -42,7 +43,7 @@ def main(argv=None):
     report = run_report(fib, args.n, procs=args.procs, depth=args.depth,
                         leaf_mode=args.leaf_mode)
     print(f"fib({args.n}) = {report.result} in {report.elapsed_s:.3f} s "
-          f"(spawn depth {report.stats['depth']})")
+          f"({grain_text(report.stats)})")
     print(format_stats(report.stats))
     return report.result
 

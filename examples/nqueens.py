@@ -6,10 +6,12 @@
     python examples/nqueens.py 10 --gpu --simulate   # the kernel in numba's simulator
     dac run --json examples/nqueens.py 14    # JSON report as the last line
 
-The Python body below runs on the root above the spawn depth (it places the first
-queens, thesis §5.4); every call at the spawn depth is a task, solved in a leaf by the
-numba bitmask kernel ``count_from`` (same arguments). With ``--gpu`` a GPU leaf solves
-whole batches of boards with ``nqueens_gpu.count_batch``, one CUDA thread per board.
+The Python body below places the first queens (thesis §5.4): the top call is a task
+on a leaf, its spawns above the grain are split off to other leaves, and every call at
+the grain is solved by the numba bitmask kernel ``count_from`` (same arguments). With
+``--gpu`` the root expands the top to the spawn depth (the thesis' method), and a GPU
+leaf solves whole batches of boards with ``nqueens_gpu.count_batch``, one CUDA thread
+per board.
 
 Spawned interpreters start cold, so when run as a script this file starts the process
 tree first and its leaves import the kernels at once (``preload``). The root needs only
@@ -70,11 +72,11 @@ def queens(n, cols, d1, d2):
 
 
 def main(args, runtime):
-    from stealing.observe.stats import format_stats
+    from stealing.observe.stats import format_stats, grain_text
     with runtime:
         report = runtime.run_report(queens, args.n, 0, 0, 0)
     print(f"{args.n}-queens: {report.result} solutions in {report.elapsed_s:.3f} s "
-          f"(spawn depth {report.stats['depth']})")
+          f"({grain_text(report.stats)})")
     print(format_stats(report.stats))
     return report.result
 

@@ -59,9 +59,9 @@ def main():
     report = dac.run_report(spine, levels, ms, scale)
     elapsed = time.perf_counter() - t0
     assert report.result == plain_spine(levels, ms, scale)
+    from stealing.observe.stats import format_stats, grain_text
     print(f"spine of {levels} levels x {ms} ms: {report.result} in {elapsed:.3f} s "
-          f"(spawn depth {report.stats['depth']})")
-    from stealing.observe.stats import format_stats
+          f"({grain_text(report.stats)})")
     print(format_stats(report.stats))
 
 

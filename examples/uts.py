@@ -203,7 +203,7 @@ def check(tree: Tree, nodes: int, deepest: int) -> str:
 
 
 def main(argv=None) -> int:
-    from stealing.observe.stats import format_stats
+    from stealing.observe.stats import format_stats, grain_text
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tree", nargs="?", default="T3", choices=sorted(TREES))
     ap.add_argument("--procs", type=int, default=None, help="leaf processes")
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
                                 depth=args.depth)
         nodes, deepest = report.result
         print(f"{args.tree}: {nodes} nodes, depth {deepest} in {report.elapsed_s:.3f} s "
-              f"(spawn depth {report.stats['depth']}) {check(tree, nodes, deepest)}")
+              f"({grain_text(report.stats)}) {check(tree, nodes, deepest)}")
         print(format_stats(report.stats))
     return 0 if tree.nodes is None or nodes == tree.nodes else 1
 

@@ -243,3 +243,31 @@ def fan_then_split(n: int, ctx, stolen: list) -> int:
                  for tid, payload in stolen])
     sync()
     return sum(f.result() for f in futures)
+
+
+def _one(depth: int, i: int) -> int:
+    return 1
+
+
+@spawn(leaf=_one)
+def counted(depth: int, i: int) -> int:
+    """A call of a ``leaf=`` function below the top: a binary tree ``depth`` deep,
+    whose calls at the grain count 1 (the kernel) as the body would not."""
+    if depth == 0:
+        return 1
+    a, b = sync(counted(depth - 1, 2 * i), counted(depth - 1, 2 * i + 1))
+    return a + b
+
+
+@spawn(leaf=_one)
+def split_while_counting(n: int, ctx, log: list) -> int:
+    """The top of a ``leaf=`` function: spawns ``counted(4, i)`` for i < n, a thief
+    asking ``ctx`` for work after the second (run in-process, on a StealableContext
+    whose worker answers what it is paid, as the thief would)."""
+    futures = []
+    for i in range(n):
+        futures.append(counted(4, i))
+        if i == 1:
+            log.append(ctx.split(1))
+    sync()
+    return sum(f.result() for f in futures)

@@ -714,3 +714,53 @@ def modules_loaded(names):
     """Which of ``names`` the process running this call has imported, with its pid."""
     import sys
     return os.getpid(), sorted(n for n in names if n in sys.modules)
+
+
+def _mark(mark, path, kind):
+    with open(mark, "a") as f:
+        f.write(f"{path or 'top'} {os.getpid()} {kind}\n")
+
+
+def marked_leaf_kernel(depth, path, mark):
+    """The ``leaf=`` function of ``marked_leafy``: the subtree's count, marked once."""
+    _mark(mark, path, "leaf")
+    time.sleep(0.005)
+    return 2 ** (depth + 1) - 1
+
+
+@spawn(leaf=marked_leaf_kernel)
+def marked_leafy(depth, path, mark):
+    """``marked_frames`` with a ``leaf=`` function: frames above the grain mark
+    ``fn``, calls at it run the kernel, which marks ``leaf``."""
+    _mark(mark, path, "fn")
+    if depth == 0:
+        return 1
+    a, b = sync(marked_leafy(depth - 1, path + "0", mark),
+                marked_leafy(depth - 1, path + "1", mark))
+    return 1 + a + b
+
+
+def _three_left(depth, path, mark):
+    return depth <= 3
+
+
+@spawn(cutoff=_three_left)
+def marked_cut(depth, path, mark):
+    """``marked_frames`` with a ``cutoff=``: calls with 3 levels or fewer below them
+    are the grain; everything under a grain call runs where it did, serially."""
+    _mark(mark, path, "fn")
+    if depth == 0:
+        time.sleep(0.003)
+        return 1
+    a, b = sync(marked_cut(depth - 1, path + "0", mark),
+                marked_cut(depth - 1, path + "1", mark))
+    return 1 + a + b
+
+
+@spawn(leaf=marked_leaf_kernel)
+def random_leafy(k, mark):
+    """``random_top`` for a function with a ``leaf=`` function: the top draws ``k``
+    numbers and spawns on each a call whose kernel marks it."""
+    import random
+    picks = [random.random() for _ in range(k)]
+    return picks, sync([marked_leafy(2, f"{x!r}", mark) for x in picks])

@@ -210,3 +210,49 @@ def test_a_thief_takes_the_oldest_half_of_the_entries():
     assert ctx.run_task(nest.fan_then_split, (10, ctx, stolen), {}, 0, False) == 45
     assert [loads(payload)[3] for _, payload in stolen] == [(i,) for i in range(5)]
     assert [tid for tid, _ in stolen] == [((0,), i) for i in range(5)]
+
+
+class _Offered(_Peer):
+    """A stand-in that keeps what the context pays a thief, and answers it as the
+    thief would when a sync waits (a call of ``counted(4, i)`` run in full: 16)."""
+
+    def __init__(self):
+        super().__init__()
+        self.offered, self.ctx = [], None
+
+    def offer(self, tasks):
+        self.offered.extend(tasks)
+
+    def wait(self, done):
+        from dac.serialize import dumps
+        self.ctx.deliver([(tid, dumps(16, "a result")) for tid, _ in self.offered])
+        assert done()
+
+
+def test_a_split_waits_for_the_grain_of_a_leaf_function():
+    """A ``leaf=`` function without ``depth=``/``cutoff=``: its grain is fixed from the
+    number of calls the top makes (``grain_depth``). A split asked while the top was
+    still spawning was answered at once, its grain from 2 calls: N-Queens 14 cut 2
+    levels too deep (1.5 times the leaves' CPU). Now it is owed until the top has made
+    its calls, then paid with the grain that all of them give."""
+    from dac import task_call
+    from dac.stealable import StealableContext, grain_depth
+    worker = _Offered()
+    ctx = worker.ctx = StealableContext(worker)
+    log = []
+    value = ctx.run_task(nest.split_while_counting, (8, ctx, log), {}, 0, False,
+                         target=64)
+    assert log == [[]]                              # owed: the grain was not known
+    assert ctx.grain == grain_depth(64, 8) == 2     # 8 calls a level: 64 at depth 2
+    assert len(worker.offered) >= 1
+    calls = [task_call.read(payload) for _, payload in worker.offered]
+    assert all(c.depth == 1 and c.serial is False and c.grain == 2 for c in calls)
+    # counted(4, i) is 2 here, with the kernel at depth 2 (the body alone: 16); the
+    # paid ones were answered 16
+    assert value == 2 * (8 - len(calls)) + 16 * len(calls)
+
+
+def test_grain_depth_aims_for_the_target():
+    from dac.stealable import grain_depth
+    assert [grain_depth(32, b) for b in (1, 2, 3, 12, 40)] == [5, 5, 4, 2, 1]
+    assert grain_depth(1, 2) == 1

@@ -55,10 +55,12 @@ def test_run_returns_the_value_of_run_report():
     assert dac.run(programs.fib, 16, procs=1) == 987
 
 
-# The automatic depth: the root expands a function with a ``leaf=`` kernel (and runs on
-# GPU or spawn-per-batch leaves) to the shallowest depth giving enough tasks.
+# The automatic depth: on GPU or spawn-per-batch leaves the root expands the top to the
+# shallowest depth giving enough tasks (on CPU workers the top call is the one task:
+# tests/test_top_task.py).
 def test_auto_depth_distributes_a_recursion_smaller_than_the_target():
-    report = dac.run_report(programs.napping_sum_leaf, 0, 512, 0.0, procs=5)
+    report = dac.run_report(programs.napping_sum_leaf, 0, 512, 0.0, procs=5,
+                            leaf_mode="spawn")
     assert report.result == sum(range(512))
     assert 2 <= report.stats["passes"] <= root_tasks(report) + 1
     assert report.stats["tasks"] >= 5            # at least one task per leaf
@@ -66,7 +68,8 @@ def test_auto_depth_distributes_a_recursion_smaller_than_the_target():
 
 def test_auto_depth_reaches_the_target_when_the_recursion_allows():
     # procs=2: target max(16*2, 2*(2*5)) = 32 tasks, reached at depth 5
-    report = dac.run_report(programs.napping_sum_leaf, 0, 512, 0.0, procs=2)
+    report = dac.run_report(programs.napping_sum_leaf, 0, 512, 0.0, procs=2,
+                            leaf_mode="spawn")
     assert report.result == sum(range(512))
     assert report.stats["depth"] == 5
     assert root_tasks(report) == 32
@@ -125,16 +128,31 @@ def test_a_task_recursing_900_levels_deep_runs_in_a_leaf():
 
 
 def test_a_cutoff_first_holding_250_levels_down_is_respected():
+    # spawn-per-batch leaves: the root expands the top, its one task is chain_cut(50)
+    report = dac.run_report(programs.chain_cut, 300, procs=1, leaf_mode="spawn")
+    assert report.result == 300
+    assert report.stats["tasks"] == 1
+    assert report.stats["depth"] == 250
+
+
+def test_a_cutoff_250_levels_down_on_a_worker_recurses_in_its_leaf():
+    # the top call is the task: 250 levels of spawns above the grain, 50 plain below
     report = dac.run_report(programs.chain_cut, 300, procs=1)
     assert report.result == 300
     assert report.stats["tasks"] == 1
-    assert report.stats["depth"] == 250             # the task is chain_cut(50)
+    assert report.stats["root_calls"] == 0 and report.stats["depth"] == 0
 
 
 def test_a_cutoff_that_never_holds_runs_on_the_root_like_serial_code(no_spawning):
-    report = dac.run_report(programs.chain_uncut, 700, procs=1)
+    report = dac.run_report(programs.chain_uncut, 700, procs=1, leaf_mode="spawn")
     assert report.result == 700
     assert (report.stats["tasks"], report.stats["passes"]) == (0, 1)
+
+
+def test_a_cutoff_that_never_holds_on_a_worker_spawns_every_call():
+    report = dac.run_report(programs.chain_uncut, 700, procs=1)
+    assert report.result == 700
+    assert (report.stats["tasks"], report.stats["root_calls"]) == (1, 0)
 
 
 # --- one Runtime, many runs ---------------------------------------------------------------
@@ -198,11 +216,19 @@ def test_explicit_depth_option_of_spawn(rt):
     assert root_tasks(report) == programs.fib_calls_at_depth(18, 3) == 8
 
 
-def test_cutoff_option_of_spawn(rt):
-    report = rt.run_report(programs.fib_cutoff, 20)
+def test_cutoff_option_of_spawn():
+    # the root's expansion (spawn-per-batch leaves): a task per call where it holds
+    report = dac.run_report(programs.fib_cutoff, 20, procs=2, leaf_mode="spawn")
     assert report.result == 6765
     assert report.stats["tasks"] == programs.fib_calls_under_cutoff(20, programs._small)
     assert report.stats["tasks"] == 89
+
+
+def test_cutoff_option_of_spawn_on_workers(rt):
+    report = rt.run_report(programs.fib_cutoff, 20)
+    assert report.result == 6765
+    assert report.stats["root_calls"] == 0
+    assert report.stats["tasks"] == 1 + report.stats["split_tasks"]
 
 
 def test_dependent_spawns_take_one_pass_per_step(rt):

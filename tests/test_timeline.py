@@ -27,7 +27,7 @@ def busy(lane) -> float:
 def test_two_clusters_have_a_lane_per_process_and_the_statistics_busy_time(tmp_path):
     page = tmp_path / "run.html"
     report = dac.run_report(queens, 10, 0, 0, 0, topology=TWO, local=True,
-                            timeline=str(page), root_helps=False)
+                            timeline=str(page), root_helps=False, depth=2)
     assert report.result == QUEENS[10]
     data = read_html(str(page))
     procs = report.stats["processes"]

@@ -1,8 +1,9 @@
 """The top is a task: the root runs none of the user's code (issue 21, "no serial top").
 
-Where every leaf is a persistent CPU worker and the function leaves the grain to dac
-(no ``depth=``, ``cutoff=``, ``leaf=`` or ``gpu_batch=``), the job's first call goes to a
-leaf as its one task and work spreads by splitting spawns off running tasks. No frame
+Where every leaf is a persistent CPU worker (and the run has no ``depth`` option), the
+job's first call goes to a leaf as its one task and work spreads by splitting spawns
+off running tasks; a function's ``depth=``, ``cutoff=`` or ``leaf=`` sets the grain on
+the workers (``dac.stealable.Grain``). No frame
 runs twice, so a top that draws random numbers or has side effects behaves as the
 serial program does.
 """
@@ -61,10 +62,89 @@ def test_a_side_effect_in_every_frame_happens_exactly_once(tmp_path, procs):
         assert report.stats["tasks"] == 1
 
 
-def test_the_root_still_expands_a_function_with_a_kernel():
-    """``leaf=`` (and GPU or spawn-per-batch leaves): the root expands the top to the
-    grain, as the thesis' method does, so the kernel's tasks are sized up front."""
+def test_a_function_with_a_kernel_is_a_task_at_the_top_too():
+    """``leaf=``: the top is the one task as well; its worker makes the calls above
+    the grain entries and runs the kernel at it (issue 21: no replay for any
+    function a worker can run)."""
     report = dac.run_report(programs.queens, 8, 0, 0, 0, procs=2)
+    assert report.result == 92
+    assert report.stats["root_calls"] == 0 and report.stats["passes"] == 0
+    assert report.stats["depth"] == 0
+
+
+def kinds_marked(mark):
+    frames = [line.split() for line in mark.read_text().split("\n")[:-1]]
+    return {kind: [(path, pid) for path, pid, k in frames if k == kind]
+            for kind in ("fn", "leaf")}
+
+
+def depth_of(path):
+    return 0 if path == "top" else len(path)
+
+
+@pytest.mark.parametrize("procs", [1, 4])
+def test_a_leaf_kernel_runs_once_at_the_grain_and_every_frame_above_it_once(
+        tmp_path, procs):
+    """No ``depth=`` or ``cutoff=``: the grain is as deep as the run's target count
+    of tasks needs (at least 16 a leaf), found on the worker from the top's
+    branching; every frame above it runs the body once, every call at it the
+    kernel once, none on the root. On one leaf too (its spawns are plain calls)."""
+    mark = tmp_path / "frames"
+    report = dac.run_report(programs.marked_leafy, 8, "", str(mark), procs=procs)
+    assert report.result == 2 ** 9 - 1
+    kinds = kinds_marked(mark)
+    fn, leaf = [p for p, _ in kinds["fn"]], [p for p, _ in kinds["leaf"]]
+    grain = {depth_of(p) for p in leaf}
+    assert len(grain) == 1
+    d = grain.pop()
+    assert 2 ** d >= 16 * procs and 2 ** (d - 1) < 2 * 16 * procs * 4
+    assert len(leaf) == len(set(leaf)) == 2 ** d          # each call at the grain once
+    assert len(fn) == len(set(fn)) == 2 ** d - 1          # each frame above it once
+    assert {depth_of(p) for p in fn} == set(range(d))
+    assert fn[0] == "top"
+    pids = {pid for _, pid in kinds["fn"] + kinds["leaf"]}
+    assert str(os.getpid()) not in pids
+    assert report.stats["root_calls"] == 0 and report.stats["passes"] == 0
+    if procs > 1:
+        assert len(pids) >= 2 and report.stats["split_tasks"] >= 1
+
+
+def test_a_cutoff_grain_runs_everything_below_it_where_the_grain_call_ran(tmp_path):
+    """``cutoff=``: calls where it holds are the grain; the calls under one run in
+    its process, serially (plain calls), each exactly once."""
+    mark = tmp_path / "frames"
+    report = dac.run_report(programs.marked_cut, 7, "", str(mark), procs=3)
+    assert report.result == 2 ** 8 - 1
+    frames = kinds_marked(mark)["fn"]
+    paths = [p for p, _ in frames]
+    assert len(paths) == len(set(paths)) == 2 ** 8 - 1
+    pid_of = dict(frames)
+    grain = [p for p in paths if depth_of(p) == 4]          # depth 7 - 3 left
+    assert len(grain) == 16
+    for g in grain:                 # the 15 calls under a grain call ran with it
+        under = [p for p in paths if p.startswith(g)]
+        assert len(under) == 15 and {pid_of[p] for p in under} == {pid_of[g]}
+    assert str(os.getpid()) not in pid_of.values()
+    assert report.stats["root_calls"] == 0 and report.stats["split_tasks"] >= 1
+
+
+def test_a_random_top_of_a_function_with_a_kernel_gives_a_consistent_answer(tmp_path):
+    mark = tmp_path / "frames"
+    report = dac.run_report(programs.random_leafy, 6, str(mark), procs=3)
+    picks, values = report.result
+    assert len(set(picks)) == 6 and values == [7] * 6
+    kinds = kinds_marked(mark)
+    paths = [p for p, _ in kinds["fn"] + kinds["leaf"]]
+    assert len(paths) == len(set(paths))            # no frame ran twice
+    assert {repr(x) for x in picks} <= set(paths)   # each pick's call ran once
+    assert report.stats["root_calls"] == 0
+
+
+def test_one_shot_leaves_keep_the_root_expansion():
+    """Spawn-per-batch leaves (the thesis' model) run one batch and end: they are no
+    workers, so the root expands the top to the grain for them."""
+    report = dac.run_report(programs.queens, 8, 0, 0, 0, procs=2,
+                            leaf_mode="spawn")
     assert report.result == 92
     assert report.stats["depth"] >= 1 and report.stats["root_calls"] >= 1
 

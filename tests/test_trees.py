@@ -145,7 +145,8 @@ def test_spawn_per_batch_tree(procs, routers):
 
 
 def test_persistent_tree_on_nqueens_with_routers():
-    report = dac.run_report(programs.queens, 9, 0, 0, 0, procs=5, **THESIS)
+    # depth=3: the thesis' method, 234 calls in the root's pool, handed down the tree
+    report = dac.run_report(programs.queens, 9, 0, 0, 0, procs=5, depth=3, **THESIS)
     assert report.result == programs.QUEENS[9]
     assert report.stats["spawns"] == 2 + 5
     assert report.stats["steals_failed"] == 5 + 2

@@ -22,9 +22,11 @@ def routers(stats):
 def test_two_clusters_fifty_ms_apart(remote):
     topo = load_topology(TWO)
     assert [c.latency_ms for c in topo.clusters] == [0, 50]
+    # depth=2: the thesis' method, the root's pool holds the 72 calls two levels down
+    # (a top call as the one task would start all the work in one cluster)
     report = dac.run_report(programs.queens, 10, 0, 0, 0, topology=TWO, local=True,
                             remote=remote, batch="fixed", tasks_per_leaf=2,
-                            root_helps=False)
+                            root_helps=False, depth=2)
     stats = report.stats
     assert report.result == programs.QUEENS[10]
     rs = routers(stats)

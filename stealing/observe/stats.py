@@ -108,6 +108,14 @@ def totals(processes: list[dict[str, Any]], startup_s: float) -> dict[str, Any]:
     return out
 
 
+def grain_text(stats: dict[str, Any]) -> str:
+    """How the run cut the work, for the demos' first line: the spawn depth the
+    root expanded the top to, or that the top call was the one task."""
+    if stats.get("root_calls", 0) == 0 and stats.get("depth", 0) == 0:
+        return "the top call a task on a leaf"
+    return f"spawn depth {stats['depth']}"
+
+
 def format_stats(stats: dict[str, Any]) -> str:
     """A short human table of the statistics, printed by the demos."""
     lines = [
