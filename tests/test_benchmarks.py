@@ -104,3 +104,13 @@ def test_each_thesis_benchmark_runs_in_a_quick_mode(script, tmp_path):
     else:
         assert f"figure written to {image}" in out
         assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_flat_spawn_runs_both_ways_in_a_quick_run():
+    code, out, err = run_benchmark("benchmarks/flat_spawn.py", "--quick")
+    assert code == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    split, pool = report["runs"]["split"][0], report["runs"]["pool"][0]
+    assert split["tasks"] == 1 + split["split_tasks"] and split["split_tasks"] >= 1
+    assert pool["tasks"] == 80 and pool["split_tasks"] == 0
+    assert "split off the one task" in out and "from the root's pool" in out
