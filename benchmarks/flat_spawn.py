@@ -9,11 +9,13 @@ counts. Both run the same naps on the same kept tree, interleaved:
     efficiency = (n * ms / leaves) / elapsed
 
 Measured on 2 cores, 20 leaves, 1360 naps of 30 ms (the shape of the thesis' Table
-6.5), six runs: split off the one task 0.51-0.57, from the root's pool 0.96-0.97. Split off,
-the leaf running the top call ran 124 of the naps itself (3.7 s) and answered each
-SPLIT 0.1-0.5 s after it was sent: between two of its naps it read at most 16 of the
-RETURNs (one result each) that the root kept sending it, and the SPLIT came behind
-them. See docs/scale.md.
+6.5): split off the one task 0.76-0.78 (four runs), from the root's pool 0.96-0.98.
+Split off, the leaf running the top call answered each SPLIT 0.1-0.5 s after it was
+sent while the root sent it one RETURN per result: between two of its naps it read
+at most 16 messages and the root sent about 20, so the SPLIT came behind a backlog
+(0.51-0.57 then, six runs). RETURNs to one child now go at most every 5 ms, the
+results of that time as one (``stealing.roles.node.Node.hold_return``). See
+docs/scale.md.
 
 Run:  python benchmarks/flat_spawn.py                  # 20 leaves, 1360 x 30 ms, 2 runs
       python benchmarks/flat_spawn.py --quick          # a small run (tests)

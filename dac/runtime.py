@@ -440,9 +440,9 @@ class Runtime:
         A spawn depth keeps the thesis' method: the root's pool holds every call at
         that depth and hands them down with the thesis' counts. For a wide, flat
         spawn that is the better schedule: 1360 naps of 30 ms spawned by one top
-        call (``benchmarks/thesis/table_6_5.py``) on 20 leaves took 2.30 s from the
-        root's pool and 3.02 s split off the one task (34 leaves in two clusters
-        20 ms apart: 1.66 s and 3.14 s)."""
+        call on 20 leaves ran at 0.96-0.98 efficiency from the root's pool and
+        0.76-0.78 split off the one task (``benchmarks/flat_spawn.py``; the thesis'
+        Table 6.5, ``benchmarks/thesis/table_6_5.py``, is this shape)."""
         return self.options.depth is None and sf.depth is None and \
             self.options.leaf_mode == "persistent" and \
             all(leaf.device < 0 for leaf in self.plan.leaves())

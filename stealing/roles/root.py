@@ -400,6 +400,8 @@ class RootScheduler:
         retry = node.policy.retry_in()
         if timeout == 0.0:
             got = node.mailbox.poll(node.comms)
+            if got is None:
+                node.flush_returns()
         else:
             wait = retry if timeout is None else timeout if retry is None \
                 else min(timeout, retry)

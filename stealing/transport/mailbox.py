@@ -85,6 +85,10 @@ class Mailbox:
         # () -> file descriptors a wait wakes on (the root's watch:
         # stealing.host.watch), or None
         self.alarms: Callable[[], Sequence[int]] | None = None
+        # called each time a wait has found nothing, before it sleeps: sends what the
+        # process held back, and says in how many seconds it must be called again
+        # (None: no need) (``stealing.roles.node.Node.flush_returns``)
+        self.before_sleep: Callable[[], float | None] | None = None
 
     def name_link(self, comm: Comm, first: int | str) -> None:
         """Name ``comm`` in the trace: ``"up"``, or its rank 0 child's number."""
@@ -266,6 +270,7 @@ class Mailbox:
             got = self.poll(comms)
             if got is not None:
                 return got
+            again = self.before_sleep() if self.before_sleep is not None else None
             now = time.monotonic()
             if timeout is not None and now - start > timeout:
                 return None
@@ -275,6 +280,8 @@ class Mailbox:
             if cap >= IDLE_SLEEP and now - start > DEEP_IDLE_AFTER:
                 cap = max(cap, DEEP_IDLE_SLEEP)
             pause = max(0.0, min(delay, self._until_due()))
+            if again is not None:
+                pause = min(pause, again)
             if self._pending:
                 pause = min(pause, self.max_sleep)
             if timeout is not None:
