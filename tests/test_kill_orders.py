@@ -10,11 +10,14 @@ import glob
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 
 import pytest
 from proctools import finish, launch, leftover_shm, new_tag, wait_for_no_processes
+
+from stealing.host.watch import Watch
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts",
                       "kill_order.py")
@@ -66,3 +69,39 @@ def test_losing_processes_in_any_order_ends_the_run_cleanly(order):
 def _state_runs() -> str:
     from stealing.host.userdirs import runs_dir
     return runs_dir()
+
+
+
+def _ended(proc) -> None:
+    """Wait until ``proc`` (a child) has ended, without reaping it."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {proc.pid} did not end")
+
+
+@pytest.mark.parametrize("first", ["manager", "proxy", "monitor"])
+def test_of_processes_seen_gone_together_the_first_to_end_is_named(first):
+    """The root can look only after ``mpiexec`` has ended the whole job (and itself,
+    by SIGKILL, whoever went first): the CI once saw a killed router's monitor named
+    as ``mpiexec``. The one that ended first is named, whatever its kind."""
+    procs = {kind: subprocess.Popen(["sleep", "60"]) for kind in ("manager", "proxy", "monitor")}
+    watch = Watch()
+    try:
+        watch._add(procs["manager"].pid, 0, "process manager", "(mpiexec.hydra) ended")
+        watch._add(procs["proxy"].pid, 1, "process manager", "(hydra_pmi_proxy) ended")
+        watch._add(procs["monitor"].pid, 3, "router's monitor", "ended", 1)
+        order = [first] + [k for k in ("monitor", "proxy", "manager") if k != first]
+        for kind in order:
+            procs[kind].kill()
+            _ended(procs[kind])
+        seen = watch.look()
+        assert seen["pid"] == procs[first].pid, (first, seen)
+        assert watch.look()["pid"] == procs[first].pid       # the same when asked again
+    finally:
+        watch.close()
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()

@@ -10,9 +10,13 @@ a loss like a recorded one: the run ends at once with a ``LostProcessError`` nam
 and MPI is not finalized.
 
 Each watched process is a *pidfd* (``os.pidfd_open``): it becomes readable when the
-process ends, so the root's waits (``stealing.transport.mailbox``) wake at once, and the first to
-end is the one named (MPI's process manager then ends the others within
-milliseconds). Where there are no pidfds, the root looks every ``WATCH_S``. No MPI here.
+process ends, so the root's waits (``stealing.transport.mailbox``) wake at once. The
+first to end is the one named, and MPI's process manager ends the others within
+milliseconds, often before the root has looked: so the pidfds are also registered in
+an *epoll* set, which lists ready descriptors in the order they became ready, and
+that order (not a ranking of kinds: ``mpiexec`` ends the job, and itself, with a
+SIGKILL whether it or a monitor went first) says which ended first. Where there are
+no pidfds, the root looks every ``WATCH_S``. No MPI here.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class Watch:
         # pid -> (rank, role, how it is named, child)
         self.watched: dict[int, tuple[int, str, str, int]] = {}
         self.fds: dict[int, int] = {}       # pidfd -> pid
+        self.ends: select.epoll | None = None   # the pidfds, ready in order of ending
         self.proxy: dict[int, int] = {}     # monitor pid -> its parent (MPI's proxy)
         self.next_look = 0.0
 
@@ -45,9 +50,13 @@ class Watch:
             return
         self.watched[pid] = (rank, role, how, child)
         try:
-            self.fds[os.pidfd_open(pid)] = pid
+            fd = os.pidfd_open(pid)
         except (AttributeError, OSError):
-            pass
+            return
+        self.fds[fd] = pid
+        if self.ends is None:
+            self.ends = select.epoll()
+        self.ends.register(fd, select.EPOLLIN)
 
     def ready(self, role: str, pid: int, host: str, monitor: int) -> None:
         """A process of the tree said READY (``monitor`` 0: a spawn-per-batch leaf,
@@ -73,6 +82,8 @@ class Watch:
         self.watched.pop(pid, None)
         for fd, watched in list(self.fds.items()):
             if watched == pid:
+                if self.ends is not None:
+                    self.ends.unregister(fd)
                 os.close(fd)
                 del self.fds[fd]
 
@@ -100,22 +111,26 @@ class Watch:
 
     def look(self) -> dict[str, Any] | None:
         """A record (as a monitor writes one, with ``how`` in words) of a watched
-        process that ended, or None. The first seen is named (the root wakes at
-        once); when several are seen together, the one upstream: ``mpiexec`` before its proxies, a proxy before the monitors (when
-        one of those ends, MPI ends the others), a leaf's monitor before a router's.
-        Cheap with pidfds (one ``select``); otherwise at most every ``WATCH_S``."""
-        if self.fds:
-            ended, _, _ = select.select(list(self.fds), [], [], 0)
-            gone = [self.fds[fd] for fd in ended]
-        else:
-            now = time.monotonic()
-            if now < self.next_look:
+        process that ended, or None: the first that ended. Without pidfds, of
+        several seen gone together, the one upstream: ``mpiexec`` before its
+        proxies, a proxy before the monitors, a leaf's monitor before a router's.
+        Cheap with pidfds (one ``epoll`` poll); otherwise at most every ``WATCH_S``."""
+        if self.ends is not None:
+            ended = self.ends.poll(0)
+            if not ended:
                 return None
-            self.next_look = now + WATCH_S
-            gone = [pid for pid in self.watched if not alive(pid)]
+            return self._record(self.fds[ended[0][0]])
+        now = time.monotonic()
+        if now < self.next_look:
+            return None
+        self.next_look = now + WATCH_S
+        gone = [pid for pid in self.watched if not alive(pid)]
         if not gone:
             return None
-        pid = min(gone, key=lambda p: self.watched[p][0])
+        return self._record(min(gone, key=lambda p: self.watched[p][0]))
+
+    def _record(self, pid: int) -> dict[str, Any]:
+        """The record of watched ``pid``, which ended."""
         _rank, role, how, _child = self.watched[pid]
         return {"pid": pid, "host": self.host, "role": role, "code": -9, "tid": -1,
                 "time": time.time(), "how": how}
@@ -125,3 +140,6 @@ class Watch:
         for fd in self.fds:
             os.close(fd)
         self.fds = {}
+        if self.ends is not None:
+            self.ends.close()
+            self.ends = None
