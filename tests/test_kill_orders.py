@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ import time
 import pytest
 from proctools import finish, launch, leftover_shm, new_tag, wait_for_no_processes
 
+from stealing.host.shm import sweep_unused_shm
 from stealing.host.watch import Watch
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts",
@@ -105,3 +107,45 @@ def test_of_processes_seen_gone_together_the_first_to_end_is_named(first):
         for proc in procs.values():
             proc.kill()
             proc.wait()
+
+
+MAPPER = """
+import mmap, os, sys, time
+if sys.argv[2] == "away" and os.fork():
+    os._exit(0)                     # the parent goes: the child is no one's below us
+f = open(sys.argv[1], "r+b")
+m = mmap.mmap(f.fileno(), 4096)
+print(os.getpid(), flush=True)
+time.sleep(60)
+"""
+
+
+def _mapping(path: str, where: str) -> int:
+    """The pid of a process that maps ``path``: below this one (``here``) or not."""
+    proc = subprocess.Popen([sys.executable, "-c", MAPPER, path, where],
+                            stdout=subprocess.PIPE, text=True)
+    pid = int(proc.stdout.readline())
+    if where == "away":
+        proc.wait()
+    return pid
+
+
+def test_a_loss_waits_only_for_the_shared_memory_of_processes_it_started():
+    """After a loss the root sweeps MPI's fresh shared-memory files, waiting (up to
+    ``SWEEP_S``) while ending processes still map some. A file that another job of
+    the same user maps (a process this one did not start) is neither removed nor
+    waited for: CI once saw three losses take 5.1 s while another run went on."""
+    path = f"/dev/shm/mpich_shm_dactest{os.getpid()}"
+    with open(path, "wb") as f:
+        f.write(b"\0" * 4096)
+    pids = []
+    try:
+        pids.append(_mapping(path, "away"))
+        assert sweep_unused_shm(time.time() - 5) == 0       # not ours: no wait
+        assert os.path.exists(path)                         # and not removed
+        pids.append(_mapping(path, "here"))
+        assert sweep_unused_shm(time.time() - 5) == 1       # ours, ending: wait
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        os.unlink(path)

@@ -16,6 +16,8 @@ import os
 import re
 from typing import Iterable
 
+from stealing.host.procs import descendants
+
 FOLDER = "/dev/shm"
 PREFIXES = ("mpich_shm_", "mpich_shar_tmp", "ucx_shm_posix_")
 NAME = re.compile(r"/dev/shm/(?:mpich_shm_|mpich_shar_tmp|ucx_shm_posix_)[A-Za-z0-9_]+")
@@ -28,8 +30,9 @@ def is_mpi_shm(name: str) -> bool:
 
 def sweep_unused_shm(since: float) -> int:
     """Remove this user's MPI shared-memory files made after ``since`` that no live
-    process maps; returns how many such files are still mapped (their processes are
-    ending)."""
+    process maps; returns how many such files processes started by this one still
+    map (they are ending). Those only other processes map (another job of this
+    user, running) are not counted: a loss does not wait for another job to end."""
     uid = os.getuid()
     try:
         names = [n for n in os.listdir(FOLDER) if n.startswith(PREFIXES)]
@@ -48,7 +51,8 @@ def sweep_unused_shm(since: float) -> int:
         return 0
     used = mapped_shm()
     unlink_shm(p for p in fresh if p not in used)
-    return sum(1 for p in fresh if p in used)
+    ours = mapped_shm(_descendants())
+    return sum(1 for p in fresh if p in ours)
 
 
 def _shm_in_maps(path: str) -> set[str]:
@@ -66,13 +70,21 @@ def _shm_in_maps(path: str) -> set[str]:
     return names
 
 
-def mapped_shm() -> set[str]:
-    """MPI shared-memory files some live process of this machine maps."""
+def mapped_shm(pids: Iterable[int] | None = None) -> set[str]:
+    """MPI shared-memory files some live process of this machine maps (of ``pids``
+    only, if given)."""
     names: set[str] = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            names |= _shm_in_maps(f"/proc/{entry}/maps")
+    found = pids if pids is not None else \
+        (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+    for pid in found:
+        names |= _shm_in_maps(f"/proc/{pid}/maps")
     return names
+
+
+def _descendants() -> list[int]:
+    """The processes below this one (not itself)."""
+    me = os.getpid()
+    return [p for p in descendants([me]) if p != me]
 
 
 def own_shm() -> list[str]:
