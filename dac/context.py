@@ -194,9 +194,13 @@ def sync(*futures: Any) -> Any:
             a = futures[0]
             if a.__class__ is Future and a._value is not _PENDING:
                 return a._value
-            if a.__class__ is list:             # sync(kids)
-                values = [f._value for f in a if f.__class__ is Future]
-                if len(values) == len(a) and not _pending_among(values):
+            if a.__class__ is list:             # sync(kids): one loop, no call
+                values = []
+                for f in a:
+                    if f.__class__ is not Future or f._value is _PENDING:
+                        break
+                    values.append(f._value)
+                else:
                     return values
     elif current is None:
         raise SyncError("sync() called outside a spawned call: use it inside a function "
@@ -206,13 +210,6 @@ def sync(*futures: Any) -> Any:
     if len(futures) == 1 and not isinstance(futures[0], Future):
         return _sync_list(current, futures[0])
     return current.sync(futures)
-
-
-def _pending_among(values: list) -> bool:
-    for v in values:
-        if v is _PENDING:
-            return True
-    return False
 
 
 def _sync_list(current: Context, group: Any) -> list:

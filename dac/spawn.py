@@ -6,6 +6,7 @@ import functools
 import importlib
 import inspect
 import itertools
+import weakref
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Union, overload
 
@@ -15,6 +16,7 @@ from .context import state as _context  # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
 from .future import _PENDING, Future
 from .serialize import dumps
+from .spawn_call import call_class
 from .stealable import Entry, StealableContext, _new_entry
 
 if TYPE_CHECKING:
@@ -86,6 +88,32 @@ class SpawnFunction:
         self.grain_fixed = cutoff is not None or leaf is not None
         self.key = f"{getattr(fn, '__qualname__', 'fn')}#{next(_keys)}"
         functools.update_wrapper(self, fn)
+        self._generic = False
+        self._take_own_call()
+
+    def _take_own_call(self) -> bool:
+        """Become the class made for this function's signature (``dac.spawn_call``),
+        whose ``__call__`` is the spawn's hot path; False where there is none (this
+        class's generic ``__call__`` serves)."""
+        made = own_call_class(self.fn)
+        if made is None:
+            self._generic = True
+            return False
+        self.__class__ = made
+        return True
+
+    @staticmethod
+    def trim(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """A call's arguments as they travel in a task: without the values that are
+        the function's own defaults (see ``dac.spawn_call``); here, as given."""
+        return args, kwargs
+
+    def __reduce__(self) -> tuple:
+        """Pickled as a generic ``SpawnFunction`` with its attributes (its own class,
+        made at run time, cannot be named); it takes its own call class again at its
+        first call, when the function it holds is whole (cloudpickle sets a function's
+        defaults after the objects that refer to it)."""
+        return _blank, (), self.__dict__
 
     @property
     def leaf(self) -> Callable[..., Any] | None:
@@ -110,8 +138,12 @@ class SpawnFunction:
         return not isinstance(self._leaf, str)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # The hot path, and one frame per level of the user's recursion in a serial
-        # context: SerialContext.call is inlined here (see context.SERIAL_FRAMES).
+        # The generic call path (dac.spawn_call writes a faster one for each function's
+        # signature, taken at construction or, after unpickling, here at the first
+        # call), and one frame per level of the user's recursion in a serial context:
+        # SerialContext.call is inlined here (see context.SERIAL_FRAMES).
+        if not self._generic and self._take_own_call():
+            return self(*args, **kwargs)
         ctx = _context.current
         if ctx.__class__ is SerialContext:
             return Future(self.fn(*args, **kwargs))
@@ -136,6 +168,11 @@ class SpawnFunction:
                     finally:
                         ctx.level -= 1
             return ctx.call(self, args, kwargs)
+        return self._dispatch(ctx, args, kwargs)
+
+    def _dispatch(self, ctx: Any, args: tuple, kwargs: dict) -> Any:
+        """A call outside the fast paths: outside ``run`` (the serial elision's top),
+        or in a context that takes every call (an ``Expansion`` on the root)."""
         if ctx is None:
             return context.run_serially(self, args, kwargs)
         return ctx.call(self, args, kwargs)
@@ -159,6 +196,29 @@ class SpawnFunction:
 
     def __repr__(self) -> str:
         return f"<spawn function {self.__qualname__}>"
+
+
+def _blank() -> SpawnFunction:
+    """An empty ``SpawnFunction`` for unpickling (``SpawnFunction.__reduce__``)."""
+    return SpawnFunction.__new__(SpawnFunction)
+
+
+_own_classes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def own_call_class(fn: Callable[..., Any]) -> type | None:
+    """The ``SpawnFunction`` subclass whose ``__call__`` is written for ``fn``, made
+    once per function (``dac.spawn_call``), or None."""
+    try:
+        return _own_classes[fn]
+    except (KeyError, TypeError):
+        pass
+    made = call_class(SpawnFunction, fn)
+    try:
+        _own_classes[fn] = made
+    except TypeError:                   # not weakly referable: made again next time
+        pass
+    return made
 
 
 def _refuse_lazy(fn: Callable[..., Any]) -> None:

@@ -449,6 +449,7 @@ class StealableContext:
         if sf.__class__ is Grain:           # a grain_fixed function's call
             grain: Grain = sf
             sf, serial, depth = grain.sf, grain.at, grain.depth
+        args, kwargs = sf.trim(args, kwargs)
         key = self._key(sf)
         number = self.next_number
         tid: SplitId = (self.worker.path, number)
