@@ -8,6 +8,7 @@ runs of ``queens_nb`` pay for importing numba in their leaves.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import sys
@@ -764,3 +765,10 @@ def random_leafy(k, mark):
     import random
     picks = [random.random() for _ in range(k)]
     return picks, sync([marked_leafy(2, f"{x!r}", mark) for x in picks])
+
+
+@spawn
+def module_origin(name):
+    """Where a leaf finds the top-level module ``name`` (None: nowhere)."""
+    spec = importlib.util.find_spec(name)
+    return None if spec is None else spec.origin

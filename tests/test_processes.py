@@ -191,3 +191,16 @@ def test_ctrl_c_in_the_middle_of_a_spawn_leaves_no_process_and_no_shared_memory(
     assert "interrupted" in out and code == 130, (out, err[-2000:])
     assert wait_for_no_processes(tag, timeout=10) == {}
     assert leftover_shm(t0) == []
+
+
+def test_a_leaf_sees_no_package_of_dac_as_a_top_level_module():
+    """A spawned process puts the folder holding the ``stealing`` package on its path
+    (for a checkout that is not installed), never the package's own folder: that made
+    ``transport``, ``tree``, ``host`` (stealing's subpackages) top-level modules in
+    every leaf, hiding the user's or an installed module of the same name."""
+    names = ["transport", "tree", "host", "roles", "observe", "warm"]
+    with dac.Runtime(procs=1) as rt:
+        found = {name: rt.run(programs.module_origin, name) for name in names}
+    assert found == dict.fromkeys(names), found
+    assert dac.run(programs.module_origin, "stealing", procs=1).endswith(
+        os.path.join("stealing", "__init__.py"))

@@ -16,6 +16,7 @@ import time
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+import stealing
 from stealing.host.losses import describe_loss, read_lost_records
 from stealing.host.procs import children_named, descendants, signal_all
 from stealing.host.shm import own_shm, unlink_shm
@@ -24,7 +25,10 @@ from stealing.transport.mpi import after_spawn, check_usable
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm
 
-_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the folder that holds the ``stealing`` package (a checkout that is not installed):
+# the package's own folder on the path would make its subpackages (``transport``,
+# ``tree``, ``host``...) top-level modules in every spawned process
+_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(stealing.__file__)))
 _BOOT = ("import sys; sys.path.insert(0, {path!r}); "
          "from stealing.roles.process import main; main()")
 
