@@ -7,6 +7,7 @@ processes, started in their own session, with this session's process tag.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -365,3 +366,16 @@ def dac_fib(n):
         return n
     a, b = dac.sync(dac_fib(n - 1), dac_fib(n - 2))
     return a + b
+
+
+def test_dac_own_modules_are_never_taken_for_a_script_s():
+    """A warm leaf forgets a script's modules when another script comes (a project's
+    ``utils`` must not serve the next one). dac's own modules are the installation's
+    even from a checkout that is not installed (an editable install). They were taken
+    for a script's there: a leaf could then forget and import
+    ``stealing.transport.protocol`` again, making a second ``Results`` class (a likely
+    cause of the "not the same object" pickling error a full test run once saw)."""
+    from stealing.roles.script_env import ScriptModules
+    modules = ScriptModules()
+    for name in ("stealing.transport.protocol", "dac.spawn", "launcher.cli"):
+        assert modules._is_script(name, importlib.import_module(name)) is None, name

@@ -18,6 +18,7 @@ import sysconfig
 from collections.abc import Iterable
 from importlib.machinery import PathFinder
 
+import stealing
 from stealing.transport.protocol import ScriptEnv
 
 _adopted: list[str] = []      # the sys.path entries the last script brought
@@ -62,7 +63,9 @@ def _installed_dirs() -> list[str]:
         dirs.add(site.getusersitepackages())
     except AttributeError:                                  # pragma: no cover
         pass
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # dac's own packages, wherever they are (a checkout not installed, an editable
+    # install): the folder holding the ``stealing`` package holds the others too
+    here = os.path.dirname(os.path.dirname(os.path.abspath(stealing.__file__)))
     dirs.update(os.path.join(here, p) for p in ("stealing", "dac", "launcher"))
     return [os.path.realpath(d) + os.sep for d in dirs if d]
 
