@@ -12,6 +12,7 @@ stolen: the cost of the bookkeeping only), beside the same code outside ``dac.ru
                life: pushed, popped by sync, run as a scope)
   UTS          examples/uts.py on a small binomial tree (6231 nodes): the ratio of the
                leaf's time to the elision's, per node
+  promotion    an entry made a task for a thief (its call pickled, as a split does)
 
 Best of --repeat runs for every figure.
 
@@ -90,6 +91,27 @@ def in_leaf(has_peers, sf, args):
     return ctx.run_task(sf, args, {}, 0, False)
 
 
+def promotion_ns(repeat, n):
+    """What turning one entry into a task for a thief costs (``_take``: the call
+    pickled with its arguments, as a split answers), in ns: ``n`` entries of
+    ``ident(i)`` pushed on a leaf with peers, then split off half by half."""
+    times = []
+    for _ in range(repeat):
+        ctx = StealableContext(StandIn(True))
+        saved, context.state.current = context.state.current, ctx
+        try:
+            for i in range(n):
+                ident(i)
+        finally:
+            context.state.current = saved
+        taken = 0
+        t0 = time.perf_counter()
+        while ctx.deque:
+            taken += len(ctx._take(n))
+        times.append((time.perf_counter() - t0) / taken)
+    return min(times) * 1e9
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=200000)
@@ -119,6 +141,9 @@ def main() -> int:
         e = r["elision"]
         print(f"{name:10s} {e:9.0f} {r['alone']:9.0f} ({r['alone'] - e:+5.0f}) "
               f"{r['peers']:9.0f} ({r['peers'] - e:+5.0f})")
+    rows["promotion"] = {"ns": promotion_ns(args.repeat, min(n, 20000))}
+    print(f"a promotion (an entry made a task for a thief: its call pickled): "
+          f"{rows['promotion']['ns']:.0f} ns")
     u = rows["UTS node"]
     print(f"UTS in a leaf: alone {u['alone'] / u['elision']:.2f}x the elision, with peers "
           f"{u['peers'] / u['elision']:.2f}x")

@@ -90,12 +90,13 @@ class Parts(NamedTuple):
 def call_class(base: type, fn: Callable[..., Any]) -> type | None:
     """A subclass of ``base`` (``SpawnFunction``) whose ``__call__`` is written for
     ``fn``'s parameters, or None where they cannot be read."""
+    if not inspect.isfunction(fn) or hasattr(fn, "__signature__"):
+        return None             # (a signature set by hand may not be the code's own)
     try:
-        sig = inspect.signature(fn, follow_wrapped=False) \
-            if inspect.isfunction(fn) else None
+        sig = inspect.signature(fn, follow_wrapped=False)
     except (TypeError, ValueError):
         return None
-    if sig is None or any(p.startswith(_PREFIX) for p in sig.parameters):
+    if any(p.startswith(_PREFIX) for p in sig.parameters):
         return None
     space: dict[str, Any] = {
         "_dac_state": _state, "_dac_Serial": SerialContext,

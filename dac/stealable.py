@@ -257,25 +257,10 @@ class StealableContext:
         d = self.deque
         for f in futures:
             while f._value is _PENDING:
-                if not d:                   # split off to another leaf: wait for it
+                if d:
+                    self._run(d.pop())
+                else:                       # split off to another leaf: wait for it
                     self.worker.wait(f.done)
-                    continue
-                # self._run(d.pop()), inlined (a method call per entry is ~10% of
-                # a leaf's time on fib)
-                entry = d.pop()
-                if _clock() - self.last_poll >= POLL_S:
-                    self._poll()
-                self.full = False
-                sf, args, kwargs = entry._call
-                saved = self.base
-                self.base = base = self.seq
-                self.level += 1
-                value = sf.fn(*args, **kwargs) if kwargs else sf.fn(*args)
-                if (d and d[-1].seq >= base) or self.stolen_top >= base:
-                    self._drain(base)
-                self.base = saved
-                self.level -= 1
-                entry._value = value
         # (no generator for one or two: it cost about 100 ns a spawn)
         if len(futures) == 1:
             return futures[0]._value
@@ -325,7 +310,7 @@ class StealableContext:
         saved = self.base
         self.base = base = self.seq
         self.level += 1
-        value = sf.fn(*args, **kwargs)
+        value = sf.fn(*args, **kwargs) if kwargs else sf.fn(*args)
         d = self.deque
         if (d and d[-1].seq >= base) or self.stolen_top >= base:   # (the usual case:
             self._drain(base)                                     # no call at all)

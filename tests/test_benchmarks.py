@@ -114,3 +114,15 @@ def test_flat_spawn_runs_both_ways_in_a_quick_run():
     assert split["tasks"] == 1 + split["split_tasks"] and split["split_tasks"] >= 1
     assert pool["tasks"] == 80 and pool["split_tasks"] == 0
     assert "split off the one task" in out and "from the root's pool" in out
+
+
+def test_spawn_cost_measures_calls_entries_and_a_promotion():
+    code, out, err = run_benchmark("benchmarks/spawn_cost.py", "--calls", "3000",
+                                   "--repeat", "1", "--json")
+    assert code == 0, err
+    rows = json.loads(out.strip().splitlines()[-1])
+    assert set(rows) == {"call", "call+sync", "UTS node", "promotion"}
+    for name in ("call", "call+sync", "UTS node"):
+        assert set(rows[name]) == {"elision", "alone", "peers"}
+        assert all(v > 0 for v in rows[name].values())
+    assert rows["promotion"]["ns"] > 0

@@ -18,7 +18,7 @@ import time
 import pytest
 from proctools import finish, launch, leftover_shm, new_tag, wait_for_no_processes
 
-from stealing.host.shm import sweep_unused_shm
+from stealing.host.shm import hydra_files_in_use, sweep_unused_shm
 from stealing.host.watch import Watch
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts",
@@ -43,18 +43,9 @@ def _hydra_files() -> set:
 
 
 def _named_by_no_process(paths: set) -> set:
-    """Those of ``paths`` no live process names in its environment (MPICH's proxies
-    get theirs in ``HWLOC_XMLFILE``): a run going on beside this test keeps its own."""
-    named = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    env = f.read()
-            except OSError:
-                continue
-            named.update(p for p in paths if p.encode() in env)
-    return paths - named
+    """Those of ``paths`` no live process names (a run going on beside this test
+    keeps its own)."""
+    return paths - hydra_files_in_use(paths)
 
 
 @pytest.mark.parametrize("order", _orders(), ids=lambda o: ",".join(o))

@@ -4,6 +4,7 @@ included), refuse a wrong call in the body's words, and survive pickling."""
 
 from __future__ import annotations
 
+import inspect
 import pickle
 
 import cloudpickle
@@ -132,6 +133,12 @@ def test_a_signature_it_cannot_write_keeps_the_generic_call():
         return n + 1
     sf = spawn(odd)
     assert type(sf) is SpawnFunction and sf(None, 1) == 2
+
+    def shown(*args):                                       # a signature set by hand
+        return args
+    shown.__signature__ = inspect.signature(lambda a: None)
+    sf = spawn(shown)
+    assert type(sf) is SpawnFunction and sf(1, 2) == (1, 2)
 
 
 def test_a_pickled_spawn_function_takes_its_own_call_again_at_its_first_call():

@@ -128,6 +128,19 @@ def sweep_hydra_files() -> None:
             continue
     if not mine:
         return
+    used = hydra_files_in_use(mine)
+    for path in mine:
+        if path not in used:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def hydra_files_in_use(paths: Iterable[str]) -> set[str]:
+    """Those of ``paths`` (MPICH topology files) a live process names in its
+    ``HWLOC_XMLFILE``: the files of runs going on."""
+    wanted = list(paths)
     used: set[str] = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -137,10 +150,5 @@ def sweep_hydra_files() -> None:
             except OSError:
                 continue
             if b"HWLOC_XMLFILE=" in env:
-                used.update(p for p in mine if p.encode() in env)
-    for path in mine:
-        if path not in used:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+                used.update(p for p in wanted if p.encode() in env)
+    return used
