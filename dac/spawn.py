@@ -14,10 +14,10 @@ from . import context
 from .context import SerialContext
 from .context import state as _context  # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
-from .future import _PENDING, Future
+from .future import Future
 from .serialize import dumps
 from .spawn_call import call_class
-from .stealable import Entry, StealableContext, _new_entry
+from .stealable import StealableContext
 
 if TYPE_CHECKING:
     # ``leaf=`` and ``gpu_batch=``: a function, or "module:function" imported when
@@ -138,35 +138,17 @@ class SpawnFunction:
         return not isinstance(self._leaf, str)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # The generic call path (dac.spawn_call writes a faster one for each function's
-        # signature, taken at construction or, after unpickling, here at the first
-        # call), and one frame per level of the user's recursion in a serial context:
-        # SerialContext.call is inlined here (see context.SERIAL_FRAMES).
+        # The generic call path, for a function whose signature cannot be read
+        # (dac.spawn_call writes the hot path for the others, taken at construction
+        # or, after unpickling, here at the first call); one frame per level of the
+        # user's recursion in a serial context (see context.SERIAL_FRAMES).
         if not self._generic and self._take_own_call():
             return self(*args, **kwargs)
         ctx = _context.current
         if ctx.__class__ is SerialContext:
             return Future(self.fn(*args, **kwargs))
         if ctx.__class__ is StealableContext:      # a task on a leaf: see dac.stealable
-            ctx.countdown -= 1
-            if ctx.countdown > 0:
-                if ctx.direct and not self.grain_fixed:
-                    # an entry (StealableContext.call's, inlined: the hot path of a
-                    # leaf with peers, where every spawn is one)
-                    entry = _new_entry(Entry)
-                    entry._value = _PENDING
-                    entry._call = (self, args, kwargs)
-                    entry.level = ctx.level
-                    entry.seq = ctx.seq
-                    ctx.seq += 1
-                    ctx.deque.append(entry)
-                    return entry
-                if ctx.full and not self.grain_fixed:
-                    ctx.level += 1
-                    try:
-                        return Future(self.fn(*args, **kwargs))
-                    finally:
-                        ctx.level -= 1
+            ctx.countdown -= 1          # (its fast paths are the written __call__'s)
             return ctx.call(self, args, kwargs)
         return self._dispatch(ctx, args, kwargs)
 

@@ -232,3 +232,22 @@ def test_a_call_leaving_the_fast_paths_carries_its_arguments_as_given(args, kwar
 
 def plain_defaults(a, b=1, c=2, *, k=3):
     return (a, b, c, k)
+
+
+def _shown_body(*args):
+    return args
+
+
+_shown_body.__signature__ = inspect.signature(lambda a: None)   # set by hand
+shown = spawn(_shown_body)
+
+
+@spawn
+def fan_generic(n):
+    """``n`` spawns of a function that keeps the generic call path."""
+    return sync([shown(i) for i in range(n)])
+
+
+def test_the_generic_call_path_spawns_on_leaves_too():
+    assert type(shown) is SpawnFunction
+    assert dac.run(fan_generic, 40, procs=2) == [(i,) for i in range(40)]
