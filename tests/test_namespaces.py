@@ -130,15 +130,16 @@ def test_wrapper_runs_the_command_line_in_the_namespace(lab):
     assert f"{lab.addresses['dacns2']}/24" in p.stdout
 
 
-def test_nqueens_one_cluster_per_namespace(lab, tmp_path):
+def run_in_lab(lab, tmp_path, topology_text):
+    """``dac run --json`` of N-Queens N over ``topology_text``, inside the lab: the
+    report, a description for failures, the hosts hydra launched on, and what was
+    left behind (dac's processes, the run's tagged ones, and each namespace's)."""
     topology = tmp_path / "namespaces.toml"
-    topology.write_text(TOPOLOGY)
+    topology.write_text(topology_text)
     log = str(tmp_path / "launches.log")
     tag = new_tag()
     env = tagged_env(tag)
     env.update(lab.env(log))
-    links0 = lab.link_bytes()
-    ucx0 = lab.ucx_bytes() if lab.accounting is None else None
     proc = subprocess.Popen([DAC, "run", "--json", "--topology", str(topology),
                              "examples/nqueens.py", str(N)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -151,8 +152,6 @@ def test_nqueens_one_cluster_per_namespace(lab, tmp_path):
         in_namespaces = {n: lab.pids(n) for n in lab.names}
     finally:
         kill_tagged(tag)
-    links1 = lab.link_bytes()
-    ucx1 = lab.ucx_bytes() if ucx0 is not None else None
     hosts = launched_hosts(log)
     details = (f"exit {code} after {seconds:.1f} s\nlaunches: {hosts}\n"
                f"stdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}")
@@ -160,6 +159,18 @@ def test_nqueens_one_cluster_per_namespace(lab, tmp_path):
     assert code == 0, details
     report = json.loads(out.rstrip("\n").splitlines()[-1])
     assert report["result"] == SOLUTIONS, details
+    assert left == {}, f"dac processes left: {left}"
+    assert not stragglers, f"processes of the run left: {stragglers}"
+    assert all(not pids for pids in in_namespaces.values()), in_namespaces
+    return report, details, hosts, seconds
+
+
+def test_nqueens_one_cluster_per_namespace(lab, tmp_path):
+    links0 = lab.link_bytes()
+    ucx0 = lab.ucx_bytes() if lab.accounting is None else None
+    report, details, hosts, seconds = run_in_lab(lab, tmp_path, TOPOLOGY)
+    links1 = lab.link_bytes()
+    ucx1 = lab.ucx_bytes() if ucx0 is not None else None
 
     # every cluster's processes were launched inside its namespace, and worked
     assert sorted(set(hosts)) == lab.names, details
@@ -186,7 +197,19 @@ def test_nqueens_one_cluster_per_namespace(lab, tmp_path):
         for n in lab.names:
             assert min(ucx[n]) >= MIN_UCX_BYTES, summary
 
-    # nothing left behind, here or inside the namespaces
-    assert left == {}, f"dac processes left: {left}"
-    assert not stragglers, f"processes of the run left: {stragglers}"
-    assert all(not pids for pids in in_namespaces.values()), in_namespaces
+
+def test_a_cluster_over_two_hosts_gets_a_router_on_each(lab, tmp_path):
+    """Hosts are a boundary: each namespace's 4 leaves sit under a router of their own
+    host (stealing.tree.placement.host_routers), and every leaf works."""
+    report, details, hosts, _ = run_in_lab(lab, tmp_path, """\
+[[clusters]]
+name = "lab"
+hosts = [{ name = "dacns1", slots = 4 }, { name = "dacns2", slots = 4 }]
+""")
+    procs = report["stats"]["processes"]
+    assert [p["role"] for p in procs].count("router") == 2, procs
+    leaves = [p for p in procs if p["role"] == "leaf"]
+    assert len(leaves) == 8 and all(p["tasks"] > 0 for p in leaves), procs
+    # (every process reports the machine's name: namespaces share it.) The root
+    # launched a router into each namespace, and each router its 4 leaves beside it
+    assert sorted(hosts) == ["dacns1", "dacns1", "dacns2", "dacns2"], details

@@ -15,6 +15,7 @@ from stealing.tree.topology import (
     expand_range,
     load_topology,
     parse_slurm_nodelist,
+    parse_topology,
     parse_slurm_tasks,
     read_hostfile,
     slurm_hosts,
@@ -156,6 +157,34 @@ def test_two_clusters_get_one_router_each():
     assert all(leaf.host.startswith("corisco") and leaf.slowdown == 1.5
                for leaf in corisco.leaves())
     assert len(tree.leaves()) == 68
+
+
+def test_hosts_with_several_leaves_get_a_router_each():
+    def plan(*hosts):
+        topo = parse_topology({"clusters": [{"name": "c", "hosts": [
+            {"name": n, "slots": s} for n, s in hosts]}]})
+        return plan_topology(topo, steal_params(topo), "rootbox")
+
+    tree = plan(("a", 16), ("b", 16))
+    assert [(c.role, c.host, c.procs, c.tasks) for c in tree.children] == \
+        [("router", "a", 16, 160), ("router", "b", 16, 160)]
+    assert [{leaf.host for leaf in c.leaves()} for c in tree.children] == [{"a"}, {"b"}]
+    # a host with fewer than `branches` (4) leaves keeps them on the node above
+    tree = plan(("a", 16), ("b", 2), ("c", 6))
+    assert [(c.role, c.host, c.procs) for c in tree.children] == \
+        [("leaf", "b", 1), ("leaf", "b", 1), ("router", "a", 16), ("router", "c", 6)]
+    assert len(tree.leaves()) == 24
+    # one such host alone is no boundary; small hosts stay flat
+    assert all(c.role == "leaf" for c in plan(("a", 16), ("b", 3)).children)
+    assert all(c.role == "leaf" for c in plan(("a", 2), ("b", 2)).children)
+    # above 95 leaves the split by count comes first; a router of it that would
+    # hold leaves of two hosts holds a router per host instead
+    big = plan(("a", 100), ("b", 8))
+    assert [(c.host, c.procs) for c in big.children] == [("a", 27)] * 4
+    assert [(c.host, c.procs, c.tasks) for c in big.children[3].children] == \
+        [("a", 19, 190), ("b", 8, 80)]
+    assert all(len({leaf.host for leaf in n.children if leaf.role == "leaf"}) <= 1
+               for n in big.walk())
 
 
 def run_cli(*args):
