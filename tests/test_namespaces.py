@@ -198,18 +198,21 @@ def test_nqueens_one_cluster_per_namespace(lab, tmp_path):
             assert min(ucx[n]) >= MIN_UCX_BYTES, summary
 
 
-def test_a_cluster_over_two_hosts_gets_a_router_on_each(lab, tmp_path):
-    """Hosts are a boundary: each namespace's 4 leaves sit under a router of their own
-    host (stealing.tree.placement.host_routers), and every leaf works."""
+def test_a_cluster_over_hosts_gets_a_router_on_each_big_one(lab, tmp_path):
+    """Hosts are a boundary: each namespace with 4 leaves has them under a router of
+    its own host (stealing.tree.placement.host_routers), a host of one leaf hangs it
+    on the root beside those routers, and every leaf works."""
     report, details, hosts, _ = run_in_lab(lab, tmp_path, """\
 [[clusters]]
 name = "lab"
-hosts = [{ name = "dacns1", slots = 4 }, { name = "dacns2", slots = 4 }]
+hosts = [{ name = "dacns1", slots = 4 }, { name = "dacns2", slots = 4 },
+         { name = "dacns3", slots = 1 }]
 """)
     procs = report["stats"]["processes"]
     assert [p["role"] for p in procs].count("router") == 2, procs
     leaves = [p for p in procs if p["role"] == "leaf"]
-    assert len(leaves) == 8 and all(p["tasks"] > 0 for p in leaves), procs
+    assert len(leaves) == 9 and all(p["tasks"] > 0 for p in leaves), procs
     # (every process reports the machine's name: namespaces share it.) The root
-    # launched a router into each namespace, and each router its 4 leaves beside it
-    assert sorted(hosts) == ["dacns1", "dacns1", "dacns2", "dacns2"], details
+    # launched a router into each big namespace and the lone leaf into its own, and
+    # each router its 4 leaves beside it
+    assert sorted(hosts) == ["dacns1", "dacns1", "dacns2", "dacns2", "dacns3"], details

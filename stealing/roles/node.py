@@ -28,6 +28,7 @@ from stealing.transport import protocol as P
 from stealing.transport.bell import bell_name
 from stealing.transport.mailbox import Mailbox
 from stealing.transport.spawning import spawn
+from stealing.tree.plan import host_groups
 from stealing.tree.policy import (
     AskParent,
     AskSplit,
@@ -90,27 +91,22 @@ class Node(Membership):
     # building the subtree ------------------------------------------------------
     def spawn_children(self, plan: dict[str, Any]) -> None:
         """Spawn this node's children as the plan says (Algorithm 5.3.2), one Spawn call
-        per host, each naming its host (none for this machine)."""
+        per host, each naming its host (none for this machine). In spawn-per-batch
+        mode a leaf is a slot, spawned with each batch it is given."""
         kids = plan["children"]
-        if not kids:
-            return
-        role = kids[0]["role"]
-        if role == "leaf" and self.init.settings.leaf_mode != "persistent":
-            for kid in kids:                    # spawn per batch: a slot per processor
-                self._add_child(None, 0, "slot", 1, kid)
-            return
-        # under fault tolerance every child has a link of its own: processes spawned
-        # together in one intercommunicator fail together (Open MPI's ULFM)
-        groups = [(kid.get("host"), [kid]) for kid in kids] if self.fault_tolerant \
-            else _by_host(kids)
-        for host, group in groups:
+        if self.init.settings.leaf_mode != "persistent":
+            for kid in kids:
+                if kid["role"] == "leaf":
+                    self._add_child(None, 0, "slot", 1, kid)
+            kids = [kid for kid in kids if kid["role"] != "leaf"]
+        for host, group in host_groups(kids, self.fault_tolerant):
             began = time.time()
             comm = self._spawn(len(group), host)
             self.comms.append(comm)
             self.mailbox.name_link(comm, len(self.children))
             self.meter.record["spawns"] += len(group)
             for i, kid in enumerate(group):
-                self._add_child(comm, i, role, kid["procs"], kid)
+                self._add_child(comm, i, kid["role"], kid["procs"], kid)
                 self._introduce(comm, i, kid, spawned_at=began)
 
     def _spawn(self, count: int, host: str | None) -> Intercomm:
@@ -490,18 +486,6 @@ def _merge_one_shot(records: list[dict[str, Any]]) -> dict[str, Any]:
     merged["pid"] = 0
     merged["processes"] = len(records)
     return merged
-
-
-def _by_host(kids: list[dict[str, Any]]) -> list[tuple[str | None, list[dict[str, Any]]]]:
-    """Consecutive children on the same host, in order: ``[(host, [kid, ...]), ...]``."""
-    groups: list[tuple[str | None, list[dict[str, Any]]]] = []
-    for kid in kids:
-        host = kid.get("host")
-        if groups and groups[-1][0] == host:
-            groups[-1][1].append(kid)
-        else:
-            groups.append((host, [kid]))
-    return groups
 
 
 def _spawn_host(host: str | None) -> str | None:

@@ -142,6 +142,22 @@ class TreeNode:
         return "\n".join([line] + [c.render(indent + "  ") for c in self.children])
 
 
+def host_groups(kids: list[dict[str, Any]], one_each: bool = False
+                ) -> list[tuple[str | None, list[dict[str, Any]]]]:
+    """The children a node starts together, in order: consecutive ones on the same
+    host, ``[(host, [kid, ...]), ...]`` (one spawn call, or one link of a launcher's
+    ranks, each). ``one_each``: every child alone (under fault tolerance, processes
+    linked together fail together: Open MPI's ULFM)."""
+    groups: list[tuple[str | None, list[dict[str, Any]]]] = []
+    for kid in kids:
+        host = kid.get("host")
+        if groups and groups[-1][0] == host and not one_each:
+            groups[-1][1].append(kid)
+        else:
+            groups.append((host, [kid]))
+    return groups
+
+
 def plan_subtree(procs: int, params: StealParams, role: str, tasks: int,
                  cluster: str = "local", host: str = "localhost") -> TreeNode:
     """The subtree of a process with ``procs`` processors (Algorithm 5.3.2)."""
