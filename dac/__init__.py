@@ -17,6 +17,8 @@ Decorate a recursive function with ``@spawn``, wait for children with ``sync``, 
 
 from typing import TYPE_CHECKING, Any
 
+from stealing.transport.world import launched as _launched
+
 from .context import sync
 from .errors import (
                      DacError,
@@ -54,3 +56,10 @@ __all__ = ["spawn", "sync", "run", "run_report", "Runtime", "RunReport", "Future
            "TaskError", "ProcessError", "LostProcessError", "DacError", "ReplayMismatchError",
            "SerializationError", "SyncError", "SpawnFunction"]
 __version__ = "0.1.0"
+
+# Under ``mpiexec -n P`` / ``srun -n P`` (a launcher's rank, not a process dac spawned)
+# the ranks meet here: rank 0 goes on as the root, the others serve its trees and never
+# return (``stealing.roles.ranks``).
+if _launched():
+    from stealing.roles.ranks import enter_if_launched  # lazy: only under a launcher
+    enter_if_launched()

@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 from stealing.observe.stats import totals
 from stealing.roles.root import RootScheduler
 from stealing.transport.mpi import MPIBroken, lock
+from stealing.transport.spawning import SpawnRefused
+from stealing.transport.world import current as launcher_ranks
 from stealing.tree.placement import plan_topology, steal_params
+from stealing.tree.ranks import plan_for_ranks, ranks_topology
 from stealing.tree.topology import (
     Topology,
     TopologyError,
@@ -105,6 +108,9 @@ def _resolve_topology(topology: TopologyArg, opts: Options) -> Topology:
     path or an object."""
     if topology is None:
         topology = command_line_options().get("topology")
+    ranks = launcher_ranks()
+    if ranks is not None:
+        return _ranks_topology(topology, opts, ranks.hosts)
     if topology is None:
         return local_topology(opts.procs, opts.gpus)
     for key in ("procs", "gpus"):
@@ -126,6 +132,28 @@ def _resolve_topology(topology: TopologyArg, opts: Options) -> Topology:
                             f"on this machine (slots and gpus of every host; cluster "
                             f"{big.name!r} alone has {big.procs}), {crowded}")
     return topology
+
+
+def _ranks_topology(topology: TopologyArg, opts: Options, hosts: list[str]) -> Topology:
+    """The topology of a launcher's ranks (``stealing.tree.ranks``; a file, where
+    given, groups their hosts into clusters); what only a spawned tree can do is
+    refused, saying why."""
+    how = ("under a launcher (mpiexec -n P, srun -n P) its ranks are the tree: rank 0 "
+           "the root, the others its leaves and routers, and nothing is spawned")
+    for key in ("procs", "gpus", "local", "oversubscribe"):
+        if key in opts.given:
+            raise DacError(f"{key}= cannot be honoured {how}; leave it out (the launcher's "
+                           f"-n sets the leaves), or run the script without the launcher "
+                           f"to spawn a tree")
+    if opts.leaf_mode != "persistent":
+        raise DacError(f"leaf_mode='spawn' starts a process per batch, and {how}")
+    if opts.fault_tolerant:
+        raise DacError(f"fault_tolerant: {how}, and a lost rank ends the whole job (MPI's "
+                       f"launcher does that); to survive lost leaves, spawn the tree "
+                       f"under Open MPI: dac run --fault-tolerant script.py")
+    if topology is not None and not isinstance(topology, Topology):
+        topology = load_topology(topology)
+    return ranks_topology(hosts, topology)
 
 
 class Runtime:
@@ -176,7 +204,10 @@ class Runtime:
         self.options = Options.parse(options)
         self.topology = _resolve_topology(topology, self.options)
         self.params = steal_params(self.topology, self.options.steal_overrides())
-        self.plan = plan_topology(self.topology, self.params, socket.gethostname())
+        ranks = launcher_ranks()
+        self.plan = plan_topology(self.topology, self.params, socket.gethostname()) \
+            if ranks is None else plan_for_ranks(self.topology, self.params,
+                                                 socket.gethostname(), ranks.size - 1)
         self.scheduler: Scheduler | None = None
         # where the next runs write their timeline (an .html path), or None; the
         # option sets it, and it may be changed between runs
@@ -201,6 +232,9 @@ class Runtime:
             except MPIBroken as exc:
                 self.close()
                 raise DacError(str(exc)) from None
+            except SpawnRefused as exc:
+                self.close()
+                raise DacError(str(exc)) from exc.__cause__
             except BaseException:
                 self.close()
                 raise
@@ -234,7 +268,7 @@ class Runtime:
     def _attach(self) -> bool:
         """Use the warm tree if one is up and fits (``dac.attaching``); looked for
         once per tree, so a tree that does not answer costs its wait once."""
-        if self.attach_tried:
+        if self.attach_tried or launcher_ranks() is not None:
             return False
         self.attach_tried = True
         from .attaching import attach  # lazy: the warm tree's client; leaves import dac
@@ -291,6 +325,9 @@ class Runtime:
         if sched is None or sched.attached:
             raise DacError(f"{kind}: the tree is not running here (call start() or "
                            f"run first; an attached warm tree grows with `dac grow`)")
+        if launcher_ranks() is not None:
+            raise DacError(f"{kind}: under a launcher (mpiexec -n P, srun -n P) its "
+                           f"ranks are the tree, and nothing is spawned or let go")
         if kind == "shrink":
             sched.check_shrink(count)
         if lock.acquire(blocking=False):    # no run under way: change it now

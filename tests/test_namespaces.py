@@ -216,3 +216,32 @@ hosts = [{ name = "dacns1", slots = 4 }, { name = "dacns2", slots = 4 },
     # launched a router into each big namespace and the lone leaf into its own, and
     # each router its 4 leaves beside it
     assert sorted(hosts) == ["dacns1", "dacns1", "dacns2", "dacns2", "dacns3"], details
+
+
+def test_mpiexec_ranks_in_three_namespaces(lab, tmp_path):
+    """No spawn: MPICH's launcher starts one rank in each namespace (rank 0, the
+    root, in the first), and N-Queens runs on them once."""
+    from stealing.transport.mpi import find_mpiexec
+    log = str(tmp_path / "launches.log")
+    tag = new_tag()
+    env = tagged_env(tag)
+    env.update(lab.env(log))
+    proc = subprocess.Popen([find_mpiexec(), "-hosts", ",".join(lab.names), "-n", "3",
+                             sys.executable, "examples/nqueens.py", str(N)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        code, out, err, seconds = finish(proc, RUN_TIMEOUT)
+        stragglers = [] if wait_for(lambda: not tagged_pids(tag), timeout=10.0) \
+            else tagged_pids(tag)
+        in_namespaces = {n: lab.pids(n) for n in lab.names}
+    finally:
+        kill_tagged(tag)
+    details = f"exit {code} after {seconds:.1f} s\nstdout:\n{out[-3000:]}\n" \
+        f"stderr:\n{err[-3000:]}"
+    assert code == 0, details
+    assert out.count(f"{N}-queens: {SOLUTIONS} solutions") == 1, details
+    assert ", 0 spawns, " in out, details              # no MPI_Comm_spawn
+    assert sorted(launched_hosts(log)) == lab.names, details
+    assert not stragglers, f"processes of the run left: {stragglers}"
+    assert all(not pids for pids in in_namespaces.values()), in_namespaces

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import enum
 import importlib
-import os
 import signal
 import sys
 import time
@@ -117,6 +116,7 @@ class Leaf:
         self.mailbox = mailbox
         self.status = start.status          # read by this process's monitor if it dies
         self.shm = start.shm
+        self.monitor = start.monitor        # its monitor's pid (0: none)
         if init.latency_ms:
             mailbox.set_delay(parent, init.latency_ms / 1000.0)
         self.meter = _leaf_meter(init)
@@ -294,7 +294,7 @@ class Leaf:
                                                   time.time(), self.imported),
                             started_at=round(time.time(), 3))
             rec = self.meter.record
-            monitor = 0 if self.one_shot else os.getppid()
+            monitor = 0 if self.one_shot else self.monitor
             self.send(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "leaf",
                                                   time.time(), self.shm, monitor)]))
 

@@ -28,6 +28,7 @@ from stealing.transport import protocol as P
 from stealing.transport.bell import bell_name
 from stealing.transport.mailbox import Mailbox
 from stealing.transport.spawning import spawn
+from stealing.transport.world import current as launcher_ranks
 from stealing.tree.plan import host_groups
 from stealing.tree.policy import (
     AskParent,
@@ -104,14 +105,19 @@ class Node(Membership):
             comm = self._spawn(len(group), host)
             self.comms.append(comm)
             self.mailbox.name_link(comm, len(self.children))
-            self.meter.record["spawns"] += len(group)
+            if launcher_ranks() is None:        # (a launcher's ranks are not spawned)
+                self.meter.record["spawns"] += len(group)
             for i, kid in enumerate(group):
                 self._add_child(comm, i, kid["role"], kid["procs"], kid)
                 self._introduce(comm, i, kid, spawned_at=began)
 
     def _spawn(self, count: int, host: str | None) -> Intercomm:
         """Spawn ``count`` dac processes on ``host``; under fault tolerance their link
-        returns errors instead of ending the job when they die."""
+        returns errors instead of ending the job when they die. Under a launcher
+        (``stealing.tree.ranks``) the link to the next group of ranks instead."""
+        ranks = launcher_ranks()
+        if ranks is not None:       # no spawn: the launcher started them already
+            return ranks.open_down(count)
         self.spawn_cut = True       # until the spawn returns (a Ctrl-C may cut it)
         comm = spawn(self.MPI, count, _spawn_host(host), self.init.tree.run_dir,
                      watch_losses=not self.fault_tolerant)

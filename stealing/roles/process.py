@@ -217,6 +217,11 @@ def _meet_parent(MPI: ModuleType) -> tuple[Intercomm, Mailbox, P.Init]:
     parent = MPI.Comm.Get_parent()
     if parent == MPI.COMM_NULL:
         sys.exit("stealing.roles.process is started by dac with MPI_Comm_spawn, not by hand")
+    return parent, *take_init(MPI, parent)
+
+
+def take_init(MPI: ModuleType, parent: Intercomm) -> tuple[Mailbox, P.Init]:
+    """This process's mailbox, and the parent's first message on its new link: INIT."""
     parent.Set_errhandler(MPI.ERRORS_RETURN)    # a dead parent: an error, not an abort
     mailbox = Mailbox(MPI)
     got = mailbox.wait([parent])
@@ -224,7 +229,7 @@ def _meet_parent(MPI: ModuleType) -> tuple[Intercomm, Mailbox, P.Init]:
     _, _, tag, init = got
     if tag != P.INIT:
         raise RuntimeError(f"dac process: expected INIT, got {P.name(tag)}")
-    return parent, mailbox, init
+    return mailbox, init
 
 
 def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
@@ -233,7 +238,17 @@ def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
     MPI = _start_mpi()
     mpi_up = time.time()
     parent, mailbox, init = _meet_parent(MPI)
-    start = Start({"main": started, "mpi": mpi_up, "init": time.time()}, own_shm(), status)
+    marks = {"main": started, "mpi": mpi_up, "init": time.time()}
+    play(MPI, parent, mailbox, init, Start(marks, own_shm(), status, os.getppid()),
+         run_dir)
+    _finish(MPI, parent, mailbox, status)
+
+
+def play(MPI: ModuleType, parent: Intercomm, mailbox: Mailbox, init: P.Init,
+         start: Start, run_dir: str | None) -> None:
+    """Play the role ``init`` names (router or leaf) until the tree stops: the same
+    for a spawned process and a launcher's rank (``stealing.roles.ranks``)."""
+    status = start.status
     adopt(init.script)          # tasks run here as they would in the user's script
     status.shm(start.shm)
     note_shm(run_dir, start.shm)
@@ -268,7 +283,6 @@ def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
     else:
         from stealing.roles.leaf import serve  # lazy: by role
     serve(MPI, parent, init, start, mailbox, watchdog)
-    _finish(MPI, parent, mailbox, status)
 
 
 def _finish(MPI: ModuleType, parent: Intercomm, mailbox: Mailbox,

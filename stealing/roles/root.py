@@ -37,6 +37,8 @@ from stealing.roles.node import Node
 from stealing.transport import protocol as P
 from stealing.transport.bell import Bell, bell_name
 from stealing.transport.mailbox import Mailbox
+from stealing.transport.world import ASSIGN
+from stealing.transport.world import current as launcher_ranks
 from stealing.transport.mpi import (  # noqa: F401  (init_mpi: for callers)
     check_reach,
     init_mpi,
@@ -44,6 +46,7 @@ from stealing.transport.mpi import (  # noqa: F401  (init_mpi: for callers)
     sweep_shm_after,
 )
 from stealing.tree.plan import StealParams, TreeNode
+from stealing.tree.ranks import assign_ranks
 from stealing.tree.tasks import Result, Task, TaskId, is_split
 from stealing.tree.topology import is_this_machine
 
@@ -164,9 +167,24 @@ class RootScheduler:
         mailbox.alarms = self.watch.alarms
         self.node = node = Root(MPI, mailbox, Meter("root", self.plan.cluster), init, self,
                                 leaves)
+        self._assign_ranks()
         node.spawn_children(self.plan.to_dict())
         self.watch.note_managers()
         note_shm(self.run_dir, own_shm())       # MPI made the root's own segment now
+
+    def _assign_ranks(self) -> None:
+        """Under a launcher: tell each rank its place in the plan (it links to its
+        parent next); the root links to its own groups as it would spawn them."""
+        ranks = launcher_ranks()
+        if ranks is None:
+            return
+        if ranks.busy:
+            raise DacError("under a launcher the ranks serve one tree at a time, and "
+                           "another Runtime of this script holds them: close it first")
+        down, assignments = assign_ranks(self.plan, ranks.hosts)
+        ranks.down = deque(down)
+        ranks.send_all(assignments, ASSIGN)
+        ranks.busy = True
 
     @property
     def startup_s(self) -> float | None:
@@ -565,7 +583,11 @@ class RootScheduler:
             clean = False
         if not clean:
             signal_all(pids, signal.SIGKILL)
-        wait_gone(pids, 5.0)
+        ranks = launcher_ranks()
+        if ranks is None:
+            wait_gone(pids, 5.0)
+        else:                   # a launcher's ranks live on, for the next tree
+            ranks.busy = False
         return clean and not termed
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -43,7 +42,7 @@ def serve(MPI: ModuleType, parent: Intercomm, init: P.Init, start: Start, mailbo
     meter.keep(path=list(init.path))
     rec = meter.record
     node.send_up(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "router",
-                                             time.time(), start.shm, os.getppid())]))
+                                             time.time(), start.shm, start.monitor)]))
     while node.stopping != 0:
         got = mailbox.wait([parent] + node.comms, timeout=node.policy.retry_in(),
                            on_idle=watchdog,

@@ -70,7 +70,9 @@ class SharedStatus:
 class Start:
     """What a spawned process knows of its own start, beside its ``Init``: the times
     of its steps (``main``, ``mpi``, ``init``: ``stealing.observe.stats``), the MPI
-    shared-memory files it maps, and its status shared with its monitor."""
+    shared-memory files it maps, its status shared with its monitor, and the
+    monitor's pid (0: none, a launcher's rank)."""
     marks: dict[str, float]
     shm: list[str]
     status: SharedStatus
+    monitor: int = 0

@@ -63,15 +63,31 @@ def spawn(MPI: ModuleType, count: int, host: str | None = None,
     try:
         comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
                                    root=0, errcodes=errcodes)
+    except MPI.Exception as exc:
+        raise SpawnRefused(count, host, exc.Get_error_string()) from exc
     finally:
         deadline.cancel()
         info.Free()
         after_spawn()
     bad = [e for e in errcodes if e != MPI.SUCCESS]
     if bad:
-        raise RuntimeError(f"MPI_Comm_spawn of {count} dac process(es) failed: "
-                           f"error codes {bad}")
+        raise SpawnRefused(count, host, f"error codes {bad}")
     return comm
+
+
+class SpawnRefused(RuntimeError):
+    """MPI did not start the processes asked for: an MPI that does not spawn (Cray
+    MPI, MPICH under ``srun`` with PMI2), a launcher without free slots. The message
+    names the way that needs no spawn: start every process with the launcher."""
+
+    def __init__(self, count: int, host: str | None, why: str) -> None:
+        super().__init__(
+            f"MPI could not start {count} dac process(es) on {host or 'this machine'} "
+            f"(MPI_Comm_spawn failed: {why}). Where MPI does not allow spawning, or its "
+            f"launcher has no free slots, start every process with the launcher "
+            f"instead: mpiexec -n P python script.py (or srun -n P python script.py); "
+            f"rank 0 is then the root, the other ranks its leaves, and nothing is "
+            f"spawned")
 
 
 def spawn_timeout() -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 
 @dataclass(frozen=True)
@@ -142,15 +142,20 @@ class TreeNode:
         return "\n".join([line] + [c.render(indent + "  ") for c in self.children])
 
 
-def host_groups(kids: list[dict[str, Any]], one_each: bool = False
-                ) -> list[tuple[str | None, list[dict[str, Any]]]]:
+K = TypeVar("K")
+
+
+def host_groups(kids: Sequence[K], one_each: bool = False,
+                host_of: Callable[[K], str | None] = lambda kid: kid.get("host")  # type: ignore[attr-defined]
+                ) -> list[tuple[str | None, list[K]]]:
     """The children a node starts together, in order: consecutive ones on the same
-    host, ``[(host, [kid, ...]), ...]`` (one spawn call, or one link of a launcher's
+    host, ``[(host, [kid, ...]), ...]`` (one spawn call, or one link to a launcher's
     ranks, each). ``one_each``: every child alone (under fault tolerance, processes
-    linked together fail together: Open MPI's ULFM)."""
-    groups: list[tuple[str | None, list[dict[str, Any]]]] = []
+    linked together fail together: Open MPI's ULFM). ``host_of``: a child's host
+    (the plan's ``dict``s by default)."""
+    groups: list[tuple[str | None, list[K]]] = []
     for kid in kids:
-        host = kid.get("host")
+        host = host_of(kid)
         if groups and groups[-1][0] == host and not one_each:
             groups[-1][1].append(kid)
         else:
