@@ -82,8 +82,9 @@ def python_pids(tag: str) -> set[int]:
     return found
 
 
-def launched(tmp_path, launcher: list[str], args: list[str], env: dict | None = None):
-    """Run ``launcher + [python, script, *args]`` (the script above) with a tag,
+def launched(tmp_path, launcher: list[str], args: list[str], env: dict | None = None,
+             runner: tuple[str, ...] = ()):
+    """Run ``launcher + [python, *runner, script, *args]`` (the script above) with a tag,
     sampling the tagged python processes meanwhile; returns the exit code, stdout,
     stderr, the most python processes seen at once, and those left after it."""
     script = tmp_path / "queens_ranks.py"
@@ -92,7 +93,7 @@ def launched(tmp_path, launcher: list[str], args: list[str], env: dict | None = 
     full_env = tagged_env(tag)
     full_env.update(env or {})
     import subprocess
-    proc = subprocess.Popen(launcher + [sys.executable, str(script), *args],
+    proc = subprocess.Popen(launcher + [sys.executable, *runner, str(script), *args],
                             cwd=str(tmp_path), env=full_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     most = [0]
@@ -214,6 +215,19 @@ def test_what_a_launcher_cannot_do_is_refused(tmp_path, option, why):
     assert not reports(out) and not left
 
 
+@needs_mpiexec
+def test_dac_run_offers_the_same_mode(tmp_path):
+    code, out, err, most, left = launched(
+        tmp_path, [MPIEXEC, "-n", "3"], ["8"],
+        runner=("-c", "import sys; from launcher.cli import main; sys.exit(main())",
+                "run", "--json"))
+    assert code == 0, f"{out}\n{err}"
+    got = reports(out)                  # the script's line, then dac run's report
+    assert len(got) == 2 and got[0]["result"] == got[1]["result"] == 92, out
+    assert got[1]["stats"]["spawns"] == 0 and got[1]["stats"]["tasks"] > 0
+    assert most == 3 and not left
+
+
 def _openmpi_prefix() -> str | None:
     from launcher.ulfm import OpenMPIMissing, find_openmpi
     try:
@@ -242,6 +256,18 @@ def test_open_mpi_runs_the_script_on_its_ranks(tmp_path):
     assert [(r["result"], r["roles"], r["spawns"]) for r in got] == \
         [(92, ["root", "leaf", "leaf"], 0)]
     assert most == 3 and not left
+
+
+@needs_openmpi
+def test_fault_tolerance_is_refused_on_ranks(tmp_path):
+    # under ULFM fault tolerance is on by default, and a launcher's ranks cannot have it
+    launcher, env = _openmpi_launch(_openmpi_prefix(), "--with-ft", "ulfm", "-n", "3",
+                                    "--oversubscribe")
+    code, out, err, _, left = launched(tmp_path, launcher, ["6"], env)
+    assert code != 0
+    assert "fault_tolerant: under a launcher" in err and \
+        "dac run --fault-tolerant script.py" in err, err
+    assert not reports(out) and not left
 
 
 @needs_openmpi
