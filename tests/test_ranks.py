@@ -276,7 +276,7 @@ def test_a_refused_spawn_names_the_launcher_mode(tmp_path):
     launcher, env = _openmpi_launch(_openmpi_prefix(), "-n", "1", "--host", "localhost:1")
     code, out, err, _, left = launched(tmp_path, launcher, ["6", '{"procs": 2}'], env)
     assert code != 0
-    assert "MPI could not start 2 dac process(es) on this machine (MPI_Comm_spawn " \
+    assert "2 dac process(es) could not be started on this machine (MPI_Comm_spawn " \
         "failed" in err, err
     assert "start every process with the launcher instead: mpiexec -n P python " \
         "script.py" in err

@@ -39,6 +39,7 @@ from stealing.roles.status import ROLES, SharedStatus, Start
 from stealing.transport import protocol as P
 from stealing.transport.bell import Bell, bell_name
 from stealing.transport.mailbox import Mailbox
+from stealing.transport.world import spawned
 
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm
@@ -137,6 +138,7 @@ PR_SET_CHILD_SUBREAPER = 36     # orphans below a process are reparented to it
 
 def main() -> None:
     started = time.time()
+    spawned[0] = True               # (``import dac`` must not take it for a rank)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     run_dir = sys.argv[1] if len(sys.argv) > 1 else None
     status = SharedStatus()

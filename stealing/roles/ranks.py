@@ -32,8 +32,7 @@ from stealing.tree.ranks import Assignment
 
 
 def enter_if_launched() -> None:
-    """At ``import dac`` in a process an MPI launcher started (``launched``, asked
-    before this module, which imports a spawned process's, was imported), as one
+    """At ``import dac`` in a process an MPI launcher started (``launched``), as one
     rank of several: rank 0 returns (and tells the others to end when it exits); the
     others serve rank 0's trees and exit without returning."""
     from stealing.transport.mpi import init_mpi  # lazy: MPI starts here, not at import

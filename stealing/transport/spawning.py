@@ -21,6 +21,7 @@ from stealing.host.losses import describe_loss, read_lost_records
 from stealing.host.procs import children_named, descendants, signal_all
 from stealing.host.shm import own_shm, unlink_shm
 from stealing.transport.mpi import after_spawn, check_usable
+from stealing.transport.world import launched
 
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm
@@ -53,6 +54,11 @@ def spawn(MPI: ModuleType, count: int, host: str | None = None,
     if count < 1:
         raise ValueError(f"spawn count must be >= 1, got {count}")
     check_usable()
+    if alone_under_srun():
+        raise SpawnRefused(count, host, "not tried: under srun a spawn asks Slurm for "
+                           "a new job step, granted only from free CPUs of the "
+                           "allocation, and MPICH asserts on it under srun's PMI2 "
+                           "(mpich issue 5835); DAC_LAUNCH=spawn spawns anyway")
     exe, args = child_command(run_dir)
     info = MPI.Info.Create()
     if host:
@@ -64,15 +70,23 @@ def spawn(MPI: ModuleType, count: int, host: str | None = None,
         comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
                                    root=0, errcodes=errcodes)
     except MPI.Exception as exc:
-        raise SpawnRefused(count, host, exc.Get_error_string()) from exc
+        raise SpawnRefused(count, host, f"MPI_Comm_spawn failed: "
+                           f"{exc.Get_error_string()}") from exc
     finally:
         deadline.cancel()
         info.Free()
         after_spawn()
     bad = [e for e in errcodes if e != MPI.SUCCESS]
     if bad:
-        raise SpawnRefused(count, host, f"error codes {bad}")
+        raise SpawnRefused(count, host, f"MPI_Comm_spawn failed: error codes {bad}")
     return comm
+
+
+def alone_under_srun() -> bool:
+    """``srun`` started this process, with MPI's process management (``--mpi=pmi2``
+    or ``pmix``), as its step's only task: a spawn would be a new job step."""
+    return launched() and "SLURM_STEP_ID" in os.environ and \
+        os.environ.get("SLURM_STEP_NUM_TASKS") == "1"
 
 
 class SpawnRefused(RuntimeError):
@@ -82,8 +96,8 @@ class SpawnRefused(RuntimeError):
 
     def __init__(self, count: int, host: str | None, why: str) -> None:
         super().__init__(
-            f"MPI could not start {count} dac process(es) on {host or 'this machine'} "
-            f"(MPI_Comm_spawn failed: {why}). Where MPI does not allow spawning, or its "
+            f"{count} dac process(es) could not be started on "
+            f"{host or 'this machine'} ({why}). Where MPI does not allow spawning, or its "
             f"launcher has no free slots, start every process with the launcher "
             f"instead: mpiexec -n P python script.py (or srun -n P python script.py); "
             f"rank 0 is then the root, the other ranks its leaves, and nothing is "

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from collections import deque
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -34,12 +33,14 @@ END = 2             # rank 0 to every rank: the script ended, finalize and exit
 RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 
 
+# set by ``stealing.roles.process.main``: this process is one dac spawned
+spawned = [False]
+
+
 def launched() -> bool:
-    """This process was started by an MPI launcher as one rank of several, not by
-    dac (a spawned process runs ``stealing.roles.process``), and the user did not
-    ask for spawning (``DAC_LAUNCH=spawn``)."""
-    return any(v in os.environ for v in RANK_VARS) and \
-        "stealing.roles.process" not in sys.modules and \
+    """This process was started by an MPI launcher (one rank of several, or alone),
+    not spawned by dac, and the user did not ask for spawning (``DAC_LAUNCH=spawn``)."""
+    return any(v in os.environ for v in RANK_VARS) and not spawned[0] and \
         os.environ.get("DAC_LAUNCH", "") != "spawn"
 
 
