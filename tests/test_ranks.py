@@ -281,3 +281,17 @@ def test_a_refused_spawn_names_the_launcher_mode(tmp_path):
     assert "start every process with the launcher instead: mpiexec -n P python " \
         "script.py" in err
     assert not left
+
+
+@needs_openmpi
+@needs_mpiexec
+def test_a_launcher_of_another_mpi_is_named(tmp_path):
+    # mpi4py on Open MPI's library, started by MPICH's launcher: each rank would be
+    # a singleton with a tree of its own
+    _, env = _openmpi_launch(_openmpi_prefix())
+    code, out, err, _, left = launched(tmp_path, [MPIEXEC, "-n", "2"], ["6"], env)
+    assert code != 0
+    assert err.count("DacError: a launcher started 2 processes, and MPI sees this one "
+                     "alone: the launcher belongs to another MPI than the one mpi4py "
+                     "loaded (Open MPI") == 2, err
+    assert "script begins" not in out and not left

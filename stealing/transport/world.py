@@ -21,6 +21,8 @@ from collections import deque
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from stealing.exceptions import DacError
+
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm, Intracomm
 
@@ -109,6 +111,25 @@ def enter(MPI: ModuleType) -> World | None:
     if _world:
         return _world[0]
     if MPI.COMM_WORLD.Get_size() < 2:
+        check_alone(MPI)
         return None
     _world.append(World(MPI))
     return _world[0]
+
+
+# what launchers say the job's size is (MPICH's hydra and PMI, Open MPI, srun)
+SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS")
+
+
+def check_alone(MPI: ModuleType) -> None:
+    """MPI sees this process alone: refuse if its launcher started several (the
+    launcher of another MPI than mpi4py's, whose ranks would each start a tree)."""
+    sizes = [int(os.environ[v]) for v in SIZE_VARS if os.environ.get(v, "").isdigit()]
+    if sizes and max(sizes) > 1:
+        library = MPI.Get_library_version().strip().splitlines()[0]
+        raise DacError(
+            f"a launcher started {max(sizes)} processes, and MPI sees this one alone: "
+            f"the launcher belongs to another MPI than the one mpi4py loaded "
+            f"({library}). Start the script with that MPI's launcher (MPICH's wheel: "
+            f"mpiexec.hydra; Open MPI's: its mpiexec, with MPI4PY_LIBMPI naming its "
+            f"libmpi), or run it without a launcher to spawn a tree")
