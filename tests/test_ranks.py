@@ -289,7 +289,11 @@ def test_a_launcher_of_another_mpi_is_named(tmp_path):
     # mpi4py on Open MPI's library, started by MPICH's launcher: each rank would be
     # a singleton with a tree of its own
     _, env = _openmpi_launch(_openmpi_prefix())
+    since = time.time()
     code, out, err, _, left = launched(tmp_path, [MPIEXEC, "-n", "2"], ["6"], env)
+    made = [n for n in os.listdir("/dev/shm") if n.startswith("sm_segment.")
+            and os.stat(os.path.join("/dev/shm", n)).st_mtime >= since - 1]
+    assert not made, f"Open MPI's shared memory left: {made}"
     assert code != 0
     assert err.count("DacError: a launcher started 2 processes, and MPI sees this one "
                      "alone: the launcher belongs to another MPI than the one mpi4py "

@@ -23,9 +23,15 @@ PREFIXES = ("mpich_shm_", "mpich_shar_tmp", "ucx_shm_posix_")
 NAME = re.compile(r"/dev/shm/(?:mpich_shm_|mpich_shar_tmp|ucx_shm_posix_)[A-Za-z0-9_]+")
 
 
-def is_mpi_shm(name: str) -> bool:
-    """``name`` is a path of an MPI library's shared-memory file, exactly."""
-    return NAME.fullmatch(name) is not None
+# Open MPI's shared-memory segments: its singleton under another MPI's launcher (which
+# ``stealing.transport.world.check_alone`` refuses) leaves its own at exit
+OPEN_MPI_NAME = re.compile(r"/dev/shm/sm_segment\.[A-Za-z0-9_.\-]+")
+
+
+def is_mpi_shm(name: str, pattern: re.Pattern[str] = NAME) -> bool:
+    """``name`` is a path of an MPI library's shared-memory file, exactly (MPICH's
+    and UCX's; ``OPEN_MPI_NAME``: Open MPI's)."""
+    return pattern.fullmatch(name) is not None
 
 
 def sweep_unused_shm(since: float) -> int:
@@ -55,7 +61,7 @@ def sweep_unused_shm(since: float) -> int:
     return sum(1 for p in fresh if p in ours)
 
 
-def _shm_in_maps(path: str) -> set[str]:
+def _shm_in_maps(path: str, pattern: re.Pattern[str] = NAME) -> set[str]:
     """The MPI shared-memory files named in the ``/proc/<pid>/maps`` file ``path``."""
     names: set[str] = set()
     try:
@@ -63,7 +69,7 @@ def _shm_in_maps(path: str) -> set[str]:
             for line in f:
                 if "/dev/shm/" in line:
                     name = line.split()[-1]
-                    if is_mpi_shm(name):
+                    if is_mpi_shm(name, pattern):
                         names.add(name)
     except OSError:
         pass
@@ -87,17 +93,17 @@ def _descendants() -> list[int]:
     return [p for p in descendants([me]) if p != me]
 
 
-def own_shm() -> list[str]:
+def own_shm(pattern: re.Pattern[str] = NAME) -> list[str]:
     """The MPI shared-memory files this process maps."""
-    return sorted(_shm_in_maps("/proc/self/maps"))
+    return sorted(_shm_in_maps("/proc/self/maps", pattern))
 
 
-def unlink_shm(names: Iterable[object]) -> None:
+def unlink_shm(names: Iterable[object], pattern: re.Pattern[str] = NAME) -> None:
     """Remove those of ``names`` that are MPI shared-memory files of this user (a name
     read back from a run's records or a message may be anything: it is checked)."""
     uid = os.getuid()
     for name in set(names):
-        if not isinstance(name, str) or not is_mpi_shm(name):
+        if not isinstance(name, str) or not is_mpi_shm(name, pattern):
             continue
         try:
             if os.lstat(name).st_uid == uid:

@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from stealing.exceptions import DacError
+from stealing.host.shm import OPEN_MPI_NAME, own_shm, unlink_shm
 
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm, Intracomm
@@ -127,6 +128,9 @@ def check_alone(MPI: ModuleType) -> None:
     sizes = [int(os.environ[v]) for v in SIZE_VARS if os.environ.get(v, "").isdigit()]
     if sizes and max(sizes) > 1:
         library = MPI.Get_library_version().strip().splitlines()[0]
+        segments = own_shm(OPEN_MPI_NAME)       # (Open MPI leaves them here)
+        MPI.Finalize()
+        unlink_shm(segments, OPEN_MPI_NAME)
         raise DacError(
             f"a launcher started {max(sizes)} processes, and MPI sees this one alone: "
             f"the launcher belongs to another MPI than the one mpi4py loaded "
