@@ -299,3 +299,42 @@ def test_a_launcher_of_another_mpi_is_named(tmp_path):
                      "alone: the launcher belongs to another MPI than the one mpi4py "
                      "loaded (Open MPI") == 2, err
     assert "script begins" not in out and not left
+
+
+SHAPE = '''\
+import json, sys
+import dac
+from dac import spawn, sync
+
+
+@spawn
+def fib(n):
+    return n if n < 2 else sum(sync([fib(n - 1), fib(n - 2)]))
+
+
+if __name__ == "__main__":
+    r = dac.run_report(fib, 18, timeline=sys.argv[1])
+    procs = r.stats["processes"]
+    print(json.dumps({"result": r.result, "keys": sorted(r.stats),
+                      "root": sorted(procs[0]), "leaf": sorted(procs[-1])}))
+'''
+
+
+@needs_mpiexec
+def test_stats_and_timeline_have_the_spawned_shape(tmp_path):
+    import json
+    import subprocess
+    script = tmp_path / "shape.py"
+    script.write_text(SHAPE)
+    shapes = []
+    for launcher in ([MPIEXEC, "-n", "3"], []):
+        page = tmp_path / f"timeline-{len(shapes)}.html"
+        done = subprocess.run(launcher + [sys.executable, str(script), str(page)],
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                              env=tagged_env(new_tag()), cwd=str(tmp_path))
+        assert done.returncode == 0, done.stderr
+        shapes.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        assert "leaf" in page.read_text()
+    ranks, spawned = shapes
+    assert ranks["result"] == spawned["result"] == 2584
+    assert ranks == spawned

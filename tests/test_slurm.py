@@ -104,6 +104,18 @@ def test_srun_ranks(slurm):
     assert wait_for(lambda: not tagged_pids(tag), timeout=10.0), tagged_pids(tag)
 
 
+def test_srun_runs_an_unseen_script_on_three_processes(slurm, tmp_path):
+    from test_ranks import SOLUTIONS as ANSWERS
+    from test_ranks import launched, reports
+    code, out, err, most, left = launched(tmp_path, ["srun", "-n", "3"], ["9"])
+    assert code == 0, f"{out}\n{err}"
+    assert [(r["result"], r["roles"], r["spawns"]) for r in reports(out)] == \
+        [(ANSWERS[9], ["root", "leaf", "leaf"], 0)]
+    assert out.count("script begins") == 1
+    assert most == 3, f"{most} python processes at once"
+    assert not left
+
+
 def test_a_task_alone_under_srun_is_refused_a_spawn(slurm):
     tag = new_tag()
     done = run(["srun", "-n", "1", sys.executable, NQUEENS, "8"], tag)
