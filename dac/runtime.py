@@ -141,7 +141,7 @@ def _ranks_topology(topology: TopologyArg, opts: Options, hosts: list[str]) -> T
     how = ("under a launcher (mpiexec -n P, srun -n P) its ranks are the tree: rank 0 "
            "the root, the others its leaves and routers, and nothing is spawned")
     for key in ("procs", "gpus", "local", "oversubscribe"):
-        if key in opts.given:
+        if key in opts.given and getattr(opts, key) not in (False, 0):
             raise DacError(f"{key}= cannot be honoured {how}; leave it out (the launcher's "
                            f"-n sets the leaves), or run the script without the launcher "
                            f"to spawn a tree")

@@ -46,6 +46,7 @@ from launcher.ulfm import OpenMPIMissing, report_exit, run_under_ulfm
 from stealing.exceptions import DacError
 from stealing.host.losses import make_run_dir
 from stealing.transport.mpi import ulfm_active
+from stealing.transport.world import current as launcher_ranks
 from stealing.tree.placement import plan_topology, steal_params
 from stealing.tree.topology import (
     Cluster,
@@ -105,7 +106,7 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
         topo = load_topology(args.topology)
         if args.local:
             topo.localized()
-        else:
+        elif launcher_ranks() is None:      # (a launcher's ranks run there already)
             check_hosts(topo)
         options.update(topology=os.path.abspath(args.topology), local=args.local)
     flags = {"leaf_mode": args.leaf_mode, "gpu_simulate": args.gpu_simulate or None,

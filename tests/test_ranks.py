@@ -338,3 +338,31 @@ def test_stats_and_timeline_have_the_spawned_shape(tmp_path):
     ranks, spawned = shapes
     assert ranks["result"] == spawned["result"] == 2584
     assert ranks == spawned
+
+
+@needs_mpiexec
+def test_a_topology_file_groups_the_ranks_hosts(tmp_path):
+    import socket
+    topology = tmp_path / "clusters.toml"
+    topology.write_text(f'[stealing]\ntasks_per_leaf = 3\n\n[[clusters]]\nname = "near"\n'
+                        f'hosts = [{{ name = "{socket.gethostname()}", slots = 64 }}]\n')
+    code, out, err, most, left = launched(
+        tmp_path, [MPIEXEC, "-n", "4"], ["8"],
+        runner=("-c", "import sys; from launcher.cli import main; sys.exit(main())",
+                "run", "--json", "--topology", str(topology)))
+    assert code == 0, f"{out}\n{err}"
+    got = reports(out)[-1]
+    assert got["result"] == 92
+    procs = got["stats"]["processes"]
+    assert [(p["role"], p["cluster"]) for p in procs] == \
+        [("root", "near")] + [("leaf", "near")] * 3
+    assert most == 4 and not left
+    # a host the file does not list is refused, naming it
+    topology.write_text('[[clusters]]\nname = "far"\nhosts = [{ name = "elsewhere", '
+                        'slots = 2 }]\n')
+    code, out, err, _, left = launched(
+        tmp_path, [MPIEXEC, "-n", "3"], ["8"],
+        runner=("-c", "import sys; from launcher.cli import main; sys.exit(main())",
+                "run", "--topology", str(topology)))
+    assert code != 0 and "the launcher started ranks on host" in err, err
+    assert not left

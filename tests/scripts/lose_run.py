@@ -50,6 +50,27 @@ PROGRAMS = {
 }
 
 
+def cpu_s(pid):
+    """Seconds of CPU ``pid`` has used (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_busy(pid, until):
+    """Wait until ``pid`` computes (30 ms of CPU within 0.1 s), or ``until``: on a
+    slow machine the newest leaf may not have work 0.4 s after it is ready, and
+    killing it then would cost no task."""
+    while time.monotonic() < until:
+        before = cpu_s(pid)
+        time.sleep(0.1)
+        if cpu_s(pid) - before >= 0.03:
+            return
+
+
 def main():
     program, procs, mode, kill = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     mark = sys.argv[5] if len(sys.argv) > 5 else ""
@@ -73,6 +94,8 @@ def main():
             time.sleep(0.05)
         time.sleep(0.4)
         pids = targets()
+        if pids and program in ("queens", "fib"):   # computing: kill it mid-task
+            wait_busy(pids[-1], until=time.monotonic() + 10)
         if pids:                # the newest: a spawn-per-batch leaf lives one batch
             os.kill(pids[-1], signal.SIGKILL)
             killed.append(pids[-1])
