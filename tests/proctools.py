@@ -53,6 +53,30 @@ def dac_processes(tag: str = SESSION_TAG, monitors: bool = False) -> dict[int, s
     return found
 
 
+def tagged_pids(tag: str, python_only: bool = False) -> list[int]:
+    """Every live process (any command; with ``python_only``, Python interpreters
+    only) whose environment carries ``tag``."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if python_only and "python" not in os.path.basename(
+                    os.readlink(f"/proc/{entry}/exe")):
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+                    continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return found
+
+
 def wait_for_no_processes(tag: str = SESSION_TAG, timeout: float = 5.0) -> dict:
     """Waits up to ``timeout`` seconds for every tagged dac process to end; returns
     those still alive."""

@@ -25,10 +25,10 @@ import warnings
 import pytest
 from netns import lab as netlab
 from proctools import (
-    TAG_VAR,
     finish,
     new_tag,
     tagged_env,
+    tagged_pids,
     wait_for,
     wait_for_no_processes,
 )
@@ -67,26 +67,6 @@ def lab():
         yield the_lab
     finally:
         the_lab.__exit__(None, None, None)      # restores /etc/hosts, deletes all
-
-
-def tagged_pids(tag: str) -> list:
-    """Every live process (any command) whose environment carries ``tag``."""
-    needle = f"{TAG_VAR}={tag}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat") as f:
-                if f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
-                    continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
 
 
 def kill_tagged(tag: str) -> None:

@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from proctools import TAG_VAR, finish, leftover_shm, new_tag, tagged_env
+from proctools import finish, leftover_shm, new_tag, tagged_env, tagged_pids
 
 from stealing.transport.mpi import find_mpiexec
 from stealing.tree.plan import StealParams
@@ -62,24 +62,7 @@ SOLUTIONS = {8: 92, 9: 352, 10: 724}
 
 def python_pids(tag: str) -> set[int]:
     """Live python processes carrying ``tag`` in their environment."""
-    needle = f"{TAG_VAR}={tag}".encode()
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if "python" not in os.path.basename(os.readlink(f"/proc/{entry}/exe")):
-                continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat") as f:
-                if f.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
-                    continue
-        except OSError:
-            continue
-        found.add(int(entry))
-    return found
+    return set(tagged_pids(tag, python_only=True))
 
 
 def launched(tmp_path, launcher: list[str], args: list[str], env: dict | None = None,

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from proctools import new_tag, tagged_env, wait_for
+from proctools import new_tag, tagged_env, tagged_pids, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(HERE)
@@ -41,20 +41,6 @@ def slurm():
     yield
     if not was_up:
         subprocess.run(["sh", SETUP, "stop"], capture_output=True, timeout=60)
-
-
-def tagged_pids(tag: str) -> list[int]:
-    needle = f"DAC_TEST_TAG={tag}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if needle in f.read().split(b"\0"):
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
 
 
 def run(args: list[str], tag: str) -> subprocess.CompletedProcess:
