@@ -18,7 +18,7 @@ import time
 import pytest
 from proctools import finish, launch, leftover_shm, new_tag, wait_for_no_processes
 
-from stealing.host.shm import sweep_unused_shm
+from stealing.host.shm import sweep_hydra_files, sweep_unused_shm
 from stealing.host.watch import Watch
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts",
@@ -149,3 +149,24 @@ def test_a_loss_waits_only_for_the_shared_memory_of_processes_it_started():
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         os.unlink(path)
+
+
+def test_a_topology_file_of_a_run_going_on_is_kept():
+    """After a loss the root removes MPICH's topology files that killed process
+    managers left (``sweep_hydra_files``); one that a live process holds open (each of
+    hydra's proxies keeps its run's open) belongs to another run and stays. The sweep
+    looked for the name in processes' environments, where it never is (it travels by
+    PMI), and removed every run's file."""
+    path = f"/tmp/hydra_hwloc_xmlfile_dactest{os.getpid()}"
+    with open(path, "w") as f:
+        f.write("<topology/>")
+    with open(path) as f:
+        holder = subprocess.Popen(["sleep", "30"], stdin=f)
+    try:
+        sweep_hydra_files()
+        assert os.path.exists(path)                 # held open: another run's
+    finally:
+        holder.kill()
+        holder.wait()
+    sweep_hydra_files()
+    assert not os.path.exists(path)                 # left behind: removed

@@ -117,8 +117,8 @@ HYDRA_XML = re.compile(r"hydra_hwloc_xmlfile_[A-Za-z0-9]+")
 
 def sweep_hydra_files() -> None:
     """Remove MPICH's topology files (``/tmp/hydra_hwloc_xmlfile_*``, written by its
-    process manager and passed to its proxies in ``HWLOC_XMLFILE``) of this user
-    that no live process names: a killed ``mpiexec`` leaves its own."""
+    process manager for its proxies) of this user that no live process holds open:
+    a killed ``mpiexec`` leaves its own, and another run's stay."""
     uid = os.getuid()
     try:
         names = [n for n in os.listdir("/tmp") if HYDRA_XML.fullmatch(n)]
@@ -144,17 +144,23 @@ def sweep_hydra_files() -> None:
 
 
 def hydra_files_in_use(paths: Iterable[str]) -> set[str]:
-    """Those of ``paths`` (MPICH topology files) a live process names in its
-    ``HWLOC_XMLFILE``: the files of runs going on."""
-    wanted = list(paths)
+    """Those of ``paths`` (MPICH topology files) that a live process holds open: the
+    files of runs going on (each of hydra's proxies keeps its run's file open while it
+    lives; the file's name reaches processes through PMI, in no environment)."""
+    wanted = set(paths)
     used: set[str] = set()
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in fds:
             try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    env = f.read()
+                target = os.readlink(f"/proc/{entry}/fd/{fd}")
             except OSError:
                 continue
-            if b"HWLOC_XMLFILE=" in env:
-                used.update(p for p in wanted if p.encode() in env)
+            if target in wanted:
+                used.add(target)
     return used
