@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from stealing.tree.tasks import TaskId
+from stealing.tree.tasks import Blob, TaskId
 
 from .errors import DacError, SerializationError
 from .expansion import Expansion, Task, function_table
@@ -90,7 +90,7 @@ class _NoProgress:
 
 
 def _take(exp: Expansion, outstanding: dict[TaskId, Task],
-          blobs: dict[TaskId, bytes]) -> int:
+          blobs: dict[TaskId, Blob]) -> int:
     """Record results that came in (the next pass reads them); returns how many."""
     for tid, blob in blobs.items():
         task = outstanding.pop(tid)
@@ -117,7 +117,7 @@ def _send(sched: Scheduler, tasks: list[Task], outstanding: dict[TaskId, Task],
     return helpers
 
 
-def load_result(task: Task, blob: bytes) -> Any:
+def load_result(task: Task, blob: Blob) -> Any:
     """A task's result, unpickled; a failure names the task and what failed (the
     result's class may be missing here, or its ``__setstate__`` may refuse)."""
     try:

@@ -10,16 +10,17 @@ task (``dac.stealable``) has the id ``(owner's path, number)``.
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import sys
 from typing import TYPE_CHECKING
 
 from stealing.exceptions import SetupFailure, from_user_frames
-from stealing.tree.tasks import Result, Task, TaskId, is_split
+from stealing.tree.tasks import Blob, Result, Task, TaskId, is_split
 
 from . import context, task_call
 from .errors import Lazy, TaskError, exception_message, shorten_traceback
-from .serialize import SCRIPT_PREFIX, dumps, loads
+from .serialize import SCRIPT_PREFIX, dumps
 from .spawn import SpawnFunction, short_repr
 from .stealable import StealableContext
 
@@ -39,7 +40,7 @@ def load_table(entries: dict[str, bytes]) -> dict[str, SpawnFunction]:
     main = sys.modules["__main__"]
     table: dict[str, SpawnFunction] = {}
     for key, blob in entries.items():
-        value = loads(blob)
+        value = pickle.loads(blob)      # (functions and classes: one stream each)
         if key.startswith(SCRIPT_PREFIX):
             name = key[len(SCRIPT_PREFIX):].rpartition("#")[0]
             setattr(main, name, value)
@@ -68,7 +69,7 @@ def forget_script() -> None:
     _put_in_main.clear()
 
 
-def run_task_payload(payload: bytes, table: dict[str, SpawnFunction],
+def run_task_payload(payload: Blob, table: dict[str, SpawnFunction],
                      stealable: StealableContext | None = None) -> Result:
     """Run one task, serially or (``stealable``, a ``StealableContext``) with its
     spawns on the leaf's deque; returns ``(task id, pickled result)``. A task at its
@@ -91,7 +92,7 @@ def run_task_payload(payload: bytes, table: dict[str, SpawnFunction],
     return call.tid, dumps(value, Lazy("the result of", (sf, call.args, call.kwargs)))
 
 
-def task_failure(payload: bytes, exc: BaseException, tb: str,
+def task_failure(payload: Blob, exc: BaseException, tb: str,
                  where: str | None = None) -> TaskError:
     """The ``TaskError`` the root raises for a failed task, with the exception object
     when it pickles. Repeated blocks of frames (a deep recursion) are collapsed here,
@@ -115,7 +116,7 @@ def task_failure(payload: bytes, exc: BaseException, tb: str,
                      shorten_traceback(from_user_frames(tb)), call, where, exception=exc)
 
 
-def run_batch_payloads(payloads: list[bytes],
+def run_batch_payloads(payloads: list[Blob],
                        table: dict[str, SpawnFunction]) -> list[Result]:
     """Run a batch of tasks on this leaf's GPU: ``[(task id, pickled result)]``.
 
@@ -163,7 +164,7 @@ class Executor:
     def __init__(self) -> None:
         self.stealable: StealableContext | None = None
 
-    def run_task(self, payload: bytes, table: dict[str, SpawnFunction],
+    def run_task(self, payload: Blob, table: dict[str, SpawnFunction],
                  worker: Worker | None = None) -> Result:
         if worker is None:
             return run_task_payload(payload, table)

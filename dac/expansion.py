@@ -28,6 +28,9 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Tuple
 
+from stealing.transport.frames import taker
+from stealing.tree.tasks import Blob
+
 from . import context, task_call
 from .errors import DacError, Lazy, ReplayMismatchError, TaskError, exception_message
 from .future import Future
@@ -58,20 +61,33 @@ class OverBudget(BaseException):
 _SIMPLE = frozenset((int, float, str, bytes, bool, type(None)))
 
 
-def _fingerprint(args: tuple, kwargs: dict) -> Any:
+# the fingerprint of the top call: its arguments are the run's own objects in every
+# pass (hashing them cost a 160 MB array 0.25 s a pass)
+_TOP = "the run's arguments"
+
+
+def _fingerprint(args: tuple, kwargs: dict, path: CallPath) -> Any:
     """What identifies a call's arguments across passes: the arguments themselves when
-    they are plain scalars (cheap to compare), else a digest of their pickle; None
-    when they cannot be pickled (a frame above the spawn depth needs no pickling)."""
+    they are plain scalars (cheap to compare), else a digest of their pickle (large
+    buffers, NumPy arrays, hashed where they lie); None when they cannot be pickled (a
+    frame above the spawn depth needs no pickling); ``_TOP`` for the top call."""
     if _SIMPLE.issuperset(map(type, args)):
         if not kwargs:
             return args
         if _SIMPLE.issuperset(map(type, kwargs.values())):
             return args, tuple(sorted(kwargs.items()))
+    if not path:
+        return _TOP
+    bufs: list[pickle.PickleBuffer] = []
     try:
-        blob = pickle.dumps((args, kwargs), pickle.HIGHEST_PROTOCOL)
+        blob = pickle.dumps((args, kwargs), pickle.HIGHEST_PROTOCOL,
+                            buffer_callback=taker(bufs))
     except Exception:                                       # noqa: BLE001
         return None
-    return hashlib.blake2b(blob, digest_size=16).digest()
+    digest = hashlib.blake2b(blob, digest_size=16)
+    for buf in bufs:
+        digest.update(buf.raw())
+    return digest.digest()
 
 
 class Frame:
@@ -92,7 +108,7 @@ class Task:
 
     __slots__ = ("tid", "path", "sf", "payload", "call", "script")
 
-    def __init__(self, tid: int, path: CallPath, sf: SpawnFunction, payload: bytes,
+    def __init__(self, tid: int, path: CallPath, sf: SpawnFunction, payload: Blob,
                  call: SpawnCall, script: dict[str, Any] | None = None) -> None:
         self.tid, self.path, self.sf, self.payload, self.call = tid, path, sf, payload, call
         self.script = script
@@ -168,7 +184,7 @@ class Expansion:
         to the sink (which may send it at once)."""
         sf, args, kwargs = call
         tid = len(self.tasks)
-        fingerprint = _fingerprint(args, kwargs)      # a tuple: scalars
+        fingerprint = _fingerprint(args, kwargs, path)    # a tuple: scalars
         payload, script = task_call.write_noting(
             TaskCall(tid, sf.key, depth, args, kwargs, None, *self._top_grain()),
             Lazy("an argument of", call), type(fingerprint) is tuple)
@@ -192,14 +208,14 @@ class Expansion:
         call: SpawnCall = (sf, args, kwargs)                # described only when a message needs it
         if self.is_task(sf, args, kwargs, depth):
             if path in self.results:            # replaying a solved task: no pickling
-                self._check(path, sf, _fingerprint(args, kwargs), call)
+                self._check(path, sf, _fingerprint(args, kwargs, path), call)
                 return Future(self.results[path], call)
             if path not in self.tasks:
                 self._new_task(call, path, depth)
             fut = Future(call=call)
             self.pending[fut] = path
             return fut
-        self._check(path, sf, _fingerprint(args, kwargs), call)
+        self._check(path, sf, _fingerprint(args, kwargs, path), call)
         if path in self.finished:
             return Future(self.finished[path], call)
         if self.deadline is not None and time.perf_counter() > self.deadline and \

@@ -23,7 +23,10 @@ import pickle
 import sys
 import threading
 from types import CodeType, FunctionType
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Tuple
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Tuple, cast
+
+from stealing.transport.frames import taker
+from stealing.tree.tasks import Blob
 
 from .errors import SerializationError
 
@@ -37,11 +40,14 @@ PROTOCOL = pickle.HIGHEST_PROTOCOL
 SCRIPT_PREFIX = "__main__:"     # function-table key of a script object: __main__:NAME#id
 
 
-def dumps(obj: Any, what: object) -> bytes:
+def dumps(obj: Any, what: object) -> Blob:
     """Pickle ``obj``; ``what`` (a string, or an object whose str() is one) names it in
-    the error."""
+    the error. Large buffers (NumPy arrays) stay out of the stream: ``(stream,
+    buffer, ...)`` (``stealing.tree.tasks.Blob``), which ``loads`` takes back."""
     try:
-        return pickle.dumps(obj, PROTOCOL)
+        bufs: list[pickle.PickleBuffer] = []
+        data = pickle.dumps(obj, PROTOCOL, buffer_callback=taker(bufs))
+        return (data, *bufs) if bufs else data
     except Exception:                                       # noqa: BLE001
         pass
     return _by_value(obj, lambda: f"{what} cannot be pickled to send it to another "
@@ -55,7 +61,8 @@ class _ScriptNoter(pickle.Pickler):
 
     def __init__(self) -> None:
         self.buf = io.BytesIO()
-        super().__init__(self.buf, PROTOCOL)
+        self.bufs: list[pickle.PickleBuffer] = []     # out of the stream (see dumps)
+        super().__init__(self.buf, PROTOCOL, buffer_callback=taker(self.bufs))
         self.script: dict[str, Any] | None = None
 
     def reducer_override(self, obj: Any) -> Any:
@@ -68,14 +75,18 @@ class _ScriptNoter(pickle.Pickler):
                 self.script[top] = value
         return NotImplemented
 
-    def pickle(self, obj: Any) -> tuple[bytes, dict[str, Any] | None]:
+    def pickle(self, obj: Any) -> tuple[Blob, dict[str, Any] | None]:
         self.script = None
+        self.bufs.clear()
         self.dump(obj)
         buf = self.buf
-        blob = buf.getvalue()
+        blob: Blob = buf.getvalue()
         buf.seek(0)
         buf.truncate()
         self.clear_memo()           # the memo holds the objects: keep none between calls
+        if self.bufs:
+            blob = (blob, *self.bufs)
+            self.bufs.clear()
         return blob, self.script
 
 
@@ -95,7 +106,7 @@ def _plain(values: Iterable[Any]) -> bool:
 
 
 def dumps_payload(obj: Any, what: object, values: Iterable[Any] = (),
-                  scalars: bool = False) -> tuple[bytes, dict[str, Any] | None]:
+                  scalars: bool = False) -> tuple[Blob, dict[str, Any] | None]:
     """``(bytes, {name: object} or None)``: ``obj`` pickled as ``dumps`` does, and the
     script's top-level classes and functions the bytes refer to by name (see the
     module's docstring). ``values`` are the task's arguments; ``scalars`` says the
@@ -216,7 +227,15 @@ def _load_code(data: bytes, filename: str, lines: list[str] | None) -> CodeType:
     return marshal.loads(data)
 
 
-loads = pickle.loads
+def loads(blob: Blob) -> Any:
+    """The value of a ``dumps``: a stream, or a stream and its buffers. Buffers that
+    came over MPI are used in place; a blob that never left this process (a task
+    the root runs itself) still refers to the caller's arrays, which are copied: a
+    task gets its own arguments wherever it runs."""
+    if type(blob) is tuple:
+        return pickle.loads(blob[0], buffers=[
+            bytearray(b) if type(b) is pickle.PickleBuffer else b for b in blob[1:]])
+    return pickle.loads(cast(bytes, blob))
 
 
 def _reduce_numba(obj: Any) -> Reduced | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from stealing.tree.tasks import TaskId
+from stealing.tree.tasks import Blob, TaskId
 
 from .serialize import dumps, dumps_payload, loads
 
@@ -65,18 +65,18 @@ class TaskCall(NamedTuple):
         return str(loads(self.function).__qualname__)
 
 
-def read(payload: bytes) -> TaskCall:
+def read(payload: Blob) -> TaskCall:
     """The call a payload holds."""
     return TaskCall(*loads(payload))
 
 
-def write(call: TaskCall, what: Any) -> bytes:
+def write(call: TaskCall, what: Any) -> Blob:
     """The payload of ``call``; ``what`` describes it if pickling fails."""
     return dumps(call.wire(), what)
 
 
 def write_noting(call: TaskCall, what: Any,
-                 scalars: bool) -> tuple[bytes, dict[str, Any] | None]:
+                 scalars: bool) -> tuple[Blob, dict[str, Any] | None]:
     """``(payload, {name: script object} or None)``: as ``write``, also naming the
     objects of the user's script the arguments refer to (``dumps_payload``)."""
     values = (*call.args, *call.kwargs.values()) if call.kwargs else call.args

@@ -126,3 +126,12 @@ def test_spawn_cost_measures_calls_entries_and_a_promotion():
         assert set(rows[name]) == {"elision", "alone", "peers"}
         assert all(v > 0 for v in rows[name].values())
     assert rows["promotion"]["ns"] > 0
+
+
+def test_array_transfer_times_both_ways_against_a_copy():
+    code, out, err = run_benchmark("benchmarks/array_transfer.py", "--sizes", "1",
+                                   "--repeat", "1", "--json")
+    assert code == 0, err
+    rows = json.loads(out.strip().splitlines()[-1])
+    assert set(rows) == {"1"} and set(rows["1"]) == {"to a leaf", "back", "copy"}
+    assert all(v > 0 for v in rows["1"].values())

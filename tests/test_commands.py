@@ -125,6 +125,7 @@ PLAN = {
     "python benchmarks/spine.py --repeat 3": (LONG, ""),
     "python benchmarks/sleep_scale.py --leaves 32 --repeat 2": (LONG, ""),
     "python benchmarks/work_first.py": (LONG, ""),
+    "python benchmarks/array_transfer.py": (RUN, "to a leaf MB/s"),
     "nice -n 19 python benchmarks/simulate.py --project --leaves 1000 3000 10000 "
     "--busy-every 0.25 --plot docs/scale.png": (LONG, ""),
     "python benchmarks/simulate.py --leaves 8 32 --shape default": (LONG, ""),

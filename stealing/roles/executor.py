@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from stealing.exceptions import TaskError
-from stealing.tree.tasks import Result, Task
+from stealing.tree.tasks import Blob, Result, Task
 
 
 class Worker(Protocol):
@@ -53,7 +53,7 @@ class TaskExecutor(Protocol):
         the leaf adds it to the tables of earlier jobs and passes the result to
         ``run_task`` and ``run_batch``."""
 
-    def run_task(self, payload: bytes, table: dict,
+    def run_task(self, payload: Blob, table: dict,
                  worker: Worker | None = None) -> Result:
         """Run one task payload; returns ``(task id, result bytes)``. With a ``worker``
         the task's spawns may be split off to other leaves (see ``split``)."""
@@ -67,7 +67,7 @@ class TaskExecutor(Protocol):
     def deliver(self, results: list[Result]) -> None:
         """Results ``[(task id, result bytes)]`` of spawns this leaf split off."""
 
-    def run_batch(self, payloads: list[bytes], table: dict) -> list[Result]:
+    def run_batch(self, payloads: list[Blob], table: dict) -> list[Result]:
         """Run a batch of task payloads on this leaf's GPU; returns
         ``[(task id, result bytes)]``."""
 
@@ -75,7 +75,7 @@ class TaskExecutor(Protocol):
         """Another script attached to this warm leaf (``dac up``): drop what the
         last one's functions left in the process (its names in ``__main__``)."""
 
-    def task_failure(self, payload: bytes, exc: BaseException, tb: str,
+    def task_failure(self, payload: Blob, exc: BaseException, tb: str,
                      where: str | None = None) -> TaskError:
         """A task's exception (``tb`` its formatted traceback) as the error the root
         raises (``stealing.exceptions.TaskError``, sent up in an ERROR message): the call,

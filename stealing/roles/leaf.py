@@ -46,7 +46,7 @@ from stealing.roles.script_env import ScriptModules, adopt
 from stealing.roles.status import Start
 from stealing.transport import protocol as P
 from stealing.transport.mailbox import IDLE_SLEEP, MAX_SLEEP, Mailbox
-from stealing.tree.tasks import Result, Task, is_split
+from stealing.tree.tasks import Blob, Result, Task, is_split
 
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm
@@ -507,7 +507,7 @@ class Leaf:
         self.win_busy += spent
         self.results.extend(results)
 
-    def report_error(self, payload: bytes, exc: BaseException) -> None:
+    def report_error(self, payload: Blob, exc: BaseException) -> None:
         """A task raised: report it as its ``TaskError`` and wait to be stopped."""
         tb = traceback.format_exc()
         finish_lines()

@@ -40,7 +40,7 @@ from stealing.tree.policy import (
     StealPolicy,
     Yield,
 )
-from stealing.tree.tasks import Result, Task
+from stealing.tree.tasks import Result, Task, blob_size
 from stealing.tree.topology import is_this_machine
 
 if TYPE_CHECKING:
@@ -143,8 +143,7 @@ class Node(Membership):
         payload bytes (``stealing.observe.stats``)."""
         rec = self.meter.record
         rec[key] += len(items)
-        rec["bytes_wide"] += sum(len(x[1]) for x in items
-                                 if type(x) is tuple and type(x[1]) is bytes)
+        rec["bytes_wide"] += sum(blob_size(x[1]) for x in items if type(x) is tuple)
 
     def _introduce(self, comm: Intercomm, rank: int, kid: dict[str, Any],
                    spawned_at: float,

@@ -47,7 +47,7 @@ from stealing.transport.mpi import (  # noqa: F401  (init_mpi: for callers)
 )
 from stealing.tree.plan import StealParams, TreeNode
 from stealing.tree.ranks import assign_ranks
-from stealing.tree.tasks import Result, Task, TaskId, is_split
+from stealing.tree.tasks import Blob, Result, Task, TaskId, is_split
 from stealing.tree.topology import is_this_machine
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class Root(Node):
         self.owner = owner
         self.watch = owner.watch
         # results that came since the caller last took
-        self.collected: dict[TaskId, bytes] = {}
+        self.collected: dict[TaskId, Blob] = {}
         self.ready = 0                  # leaves that said READY
         self.startup_end: float | None = None   # when the last of them did
         self.last_ready = 0.0
@@ -251,7 +251,7 @@ class RootScheduler:
 
     def wait_results(self, wanted: Iterable[TaskId] | None = None,
                      local_table: dict | None = None,
-                     timeout: float | None = None) -> dict[TaskId, bytes]:
+                     timeout: float | None = None) -> dict[TaskId, Blob]:
         """Wait until the result of a task in ``wanted`` (task ids; None: any task) is
         in, or ``timeout`` seconds have passed, read every message already waiting, and
         hand over the results that came since the last call: ``{task id: pickled
@@ -436,7 +436,7 @@ class RootScheduler:
             raise node.errors[0]
         return True
 
-    def name_call(self, payload: bytes, err: LostProcessError) -> LostProcessError:
+    def name_call(self, payload: Blob, err: LostProcessError) -> LostProcessError:
         """``err`` (a ``LostProcessError`` a node reported) naming the task's call,
         which only the root can read from its payload."""
         call = self.executor.task_failure(payload, err, "", err.where).task

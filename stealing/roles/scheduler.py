@@ -8,7 +8,7 @@ from typing import Protocol
 
 from stealing.observe.output import Printer
 from stealing.transport.protocol import ScriptEnv
-from stealing.tree.tasks import Task, TaskId
+from stealing.tree.tasks import Blob, Task, TaskId
 
 
 class Scheduler(Protocol):
@@ -48,7 +48,7 @@ class Scheduler(Protocol):
 
     def wait_results(self, wanted: set[TaskId] | None = None,
                      local_table: dict | None = None,
-                     timeout: float | None = None) -> dict[TaskId, bytes]:
+                     timeout: float | None = None) -> dict[TaskId, Blob]:
         """Results that came, once one of ``wanted`` did (None: any) or after
         ``timeout``; ``local_table``: functions the root may run itself meanwhile."""
 

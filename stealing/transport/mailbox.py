@@ -6,7 +6,8 @@ machine one idle router spinning halves the leaves' speed. Every wait in dac is 
 next probe comes within tens of microseconds; an idle process settles at one probe
 per ``max_sleep`` (about 0.5% of a core), so a steal is answered within a few ms.
 Sends are non-blocking (``isend``) and completed by the same loop, so two processes
-sending large messages to each other never deadlock.
+sending large messages to each other never deadlock. A message's large buffers (NumPy
+arrays) travel beside its pickle stream, uncopied (``stealing.transport.frames``).
 
 A link whose peer died (Open MPI with ULFM, ``MPI.ERRORS_RETURN`` on the link) fails
 every operation with ``MPI_ERR_PROC_FAILED``: the mailbox stops using it and hands the
@@ -24,11 +25,12 @@ import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+from stealing.transport import frames
 from stealing.transport.bell import Bell, ring
 from stealing.transport.protocol import LOST
 
 if TYPE_CHECKING:
-    from mpi4py.MPI import Comm, Request, Status
+    from mpi4py.MPI import Comm, Status
 
 MIN_SLEEP = 20e-6
 MAX_SLEEP = 1e-3        # while work is under way: a steal waits at most ~1 ms
@@ -61,8 +63,8 @@ class Mailbox:
         self.MPI = MPI
         self.min_sleep = min_sleep
         self.max_sleep = max_sleep
-        # [(request, bell name to ring when it completes, comm)]: sends under way
-        self._pending: list[tuple[Request, bytes | None, Comm]] = []
+        # [(message's sends, bell name to ring when they complete, comm)]: under way
+        self._pending: list[tuple[frames.Outgoing, bytes | None, Comm]] = []
         self._status: Status = MPI.Status()
         # [(comm, seconds)]: links with emulated latency
         self._delays: list[tuple[Comm, float]] = []
@@ -134,7 +136,7 @@ class Mailbox:
         if self._failed and id(comm) in self._failed:
             return                  # a dead peer: what it would get is given again
         try:
-            req = comm.isend(obj, dest=dest, tag=tag)
+            req = frames.isend(self.MPI, comm, obj, dest, tag)
             name = self._ring_to.get((id(comm), dest)) if self._ring_to else None
             if not req.Test():
                 self._pending.append((req, name, comm))
@@ -213,7 +215,8 @@ class Mailbox:
                     msg = comm.improbe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG, status)
                     if msg is None:
                         break
-                    got = (status.Get_source(), status.Get_tag(), msg.recv())
+                    got = (status.Get_source(),) + frames.receive(self.MPI, comm, msg,
+                                                                   status)
                 except self.MPI.Exception as exc:
                     self._fail(comm, exc)
                     return i, 0, LOST, exc

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from stealing.exceptions import RemoteError
 from stealing.tree.plan import StealParams
-from stealing.tree.tasks import Result, Task
+from stealing.tree.tasks import Blob, Result, Task
 
 
 class Tag(enum.IntEnum):
@@ -160,7 +160,7 @@ class Failure(NamedTuple):
     leaf too often): the root, which can read it, names the call."""
     error: RemoteError  # a TaskError or ProcessError: the call or what the process did,
     #                     the process, the remote traceback, the exception
-    payload: bytes | None = None
+    payload: Blob | None = None
 
 
 class Stats(NamedTuple):

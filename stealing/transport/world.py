@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from stealing.exceptions import DacError
 from stealing.host.shm import OPEN_MPI_NAME, own_shm, unlink_shm
+from stealing.transport import frames
 
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm, Intracomm
@@ -90,8 +91,9 @@ class World:
 
     def send_all(self, messages: dict[int, Any], tag: int) -> None:
         """Rank 0: ``messages[rank]`` to each rank, every send completed."""
-        reqs = [self.comm.isend(msg, dest=rank, tag=tag) for rank, msg in messages.items()]
-        self.MPI.Request.Waitall(reqs)
+        for out in [frames.isend(self.MPI, self.comm, msg, rank, tag)
+                    for rank, msg in messages.items()]:
+            out.Wait()
 
     def end(self) -> None:
         """Rank 0, at exit: every other rank finalizes MPI and exits."""

@@ -10,13 +10,24 @@ indices from the root) is the owner. Whatever needs to tell the two apart asks h
 
 from __future__ import annotations
 
-from typing import Tuple, Union
+from typing import Any, Tuple, Union
 
 Path = Tuple[int, ...]                  # a process's address: child indices from the root
 SplitId = Tuple[Path, int]              # (owner's path, number)
 TaskId = Union[int, SplitId]
-Task = Tuple[TaskId, bytes]             # (task id, payload)
-Result = Tuple[TaskId, bytes]           # (task id, result)
+# a payload or a result as the executor pickled it: the stream, or (stream, buffer, ...)
+# where the value holds large buffers (NumPy arrays) kept out of the stream, which
+# travel uncopied (``stealing.transport.frames``); opaque to the scheduler
+Blob = Union[bytes, Tuple[Any, ...]]
+Task = Tuple[TaskId, Blob]              # (task id, payload)
+Result = Tuple[TaskId, Blob]            # (task id, result)
+
+
+def blob_size(blob: Blob) -> int:
+    """Bytes of a payload or a result, its buffers counted."""
+    if isinstance(blob, bytes):
+        return len(blob)
+    return sum(memoryview(b).nbytes for b in blob)
 
 
 def is_split(task_id: TaskId) -> bool:

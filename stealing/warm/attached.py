@@ -17,7 +17,7 @@ from typing import Any, NoReturn, TypeVar
 from stealing.exceptions import DacError
 from stealing.observe.output import Printer, prefix_default
 from stealing.transport.protocol import Output, ScriptEnv
-from stealing.tree.tasks import Task, TaskId
+from stealing.tree.tasks import Blob, Task, TaskId
 from stealing.warm import wire
 from stealing.warm.folder import TreeGone
 
@@ -98,7 +98,7 @@ class AttachedScheduler:
 
     def wait_results(self, wanted: Iterable[TaskId] | None = None,
                      local_table: dict | None = None,
-                     timeout: float | None = None) -> dict[TaskId, bytes]:
+                     timeout: float | None = None) -> dict[TaskId, Blob]:
         """As ``RootScheduler.wait_results``; the root never helps here (the leaves
         are ready), so ``local_table`` is ignored."""
         wanted_set = None if wanted is None else set(wanted)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from stealing.exceptions import LostProcessError
 from stealing.transport.protocol import Output, ScriptEnv
-from stealing.tree.tasks import TaskId
+from stealing.tree.tasks import Blob, TaskId
 from stealing.warm import folder as W
 from stealing.warm import wire
 
@@ -319,7 +319,7 @@ class TreeServer:
             return self._failed()
         wanted = msg.wanted
         end = None if msg.timeout is None else time.monotonic() + msg.timeout
-        got: dict[TaskId, bytes] = {}
+        got: dict[TaskId, Blob] = {}
         while True:
             left = SLICE_S if end is None else min(SLICE_S, end - time.monotonic())
             more = self._attempt(lambda: self._tree.wait_results(

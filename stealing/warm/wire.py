@@ -11,7 +11,7 @@ import socket
 import struct
 from typing import Any, NamedTuple
 
-from stealing.tree.tasks import Task, TaskId
+from stealing.tree.tasks import Blob, Task, TaskId
 
 _LENGTH = struct.Struct("<Q")
 
@@ -139,7 +139,7 @@ class Queued(NamedTuple):
 
 class Collected(NamedTuple):
     """``{task id: result bytes}`` that came since the last Results."""
-    results: dict[TaskId, bytes]
+    results: dict[TaskId, Blob]
 
 
 class JobStats(NamedTuple):
