@@ -25,6 +25,7 @@ import threading
 from types import CodeType, FunctionType
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Tuple, cast
 
+from stealing.transport import frames
 from stealing.transport.frames import taker
 from stealing.tree.tasks import Blob
 
@@ -45,8 +46,7 @@ def dumps(obj: Any, what: object) -> Blob:
     the error. Large buffers (NumPy arrays) stay out of the stream: ``(stream,
     buffer, ...)`` (``stealing.tree.tasks.Blob``), which ``loads`` takes back."""
     try:
-        bufs: list[pickle.PickleBuffer] = []
-        data = pickle.dumps(obj, PROTOCOL, buffer_callback=taker(bufs))
+        data, bufs = frames.dumps(obj)
         return (data, *bufs) if bufs else data
     except Exception:                                       # noqa: BLE001
         pass

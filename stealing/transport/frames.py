@@ -41,6 +41,28 @@ def taker(bufs: list[Any]) -> Callable[[pickle.PickleBuffer], bool]:
     return take
 
 
+class _Large(Exception):
+    """A buffer of ``OOB_MIN`` bytes or more: pickle again, keeping them apart."""
+
+
+def _small_only(buf: pickle.PickleBuffer) -> bool:
+    if buf.raw().nbytes < OOB_MIN:
+        return True
+    raise _Large
+
+
+def dumps(obj: object) -> tuple[bytes, list[pickle.PickleBuffer]]:
+    """``obj`` pickled (protocol 5), and its buffers of ``OOB_MIN`` bytes or more kept
+    out of the stream. Most values have none: they are pickled once, with a callback
+    that keeps no state (a list and a closure per call cost more than the pickling
+    of a small message); a value that has one is pickled again, collecting them."""
+    try:
+        return pickle.dumps(obj, 5, buffer_callback=_small_only), []
+    except _Large:
+        bufs: list[pickle.PickleBuffer] = []
+        return pickle.dumps(obj, 5, buffer_callback=taker(bufs)), bufs
+
+
 class Outgoing:
     """The sends of one message under way, and what they send from (kept alive
     until they complete)."""
@@ -61,12 +83,14 @@ class Outgoing:
         self.reqs[0].Waitall(self.reqs)
 
 
-def isend(MPI: ModuleType, comm: Comm, obj: object, dest: int, tag: int) -> Outgoing:
-    """Start sending ``obj`` to ``dest`` of ``comm`` (``Outgoing.Test`` completes it)."""
-    bufs: list[pickle.PickleBuffer] = []
-    data = pickle.dumps(obj, 5, buffer_callback=taker(bufs))
+def isend(MPI: ModuleType, comm: Comm, obj: object, dest: int,
+          tag: int) -> Outgoing | Request:
+    """Start sending ``obj`` to ``dest`` of ``comm`` (its ``Test`` completes it). A
+    message without large buffers is one ``Isend`` of its stream, as mpi4py's own
+    ``isend`` is (the request keeps the stream alive)."""
+    data, bufs = dumps(obj)
     if not bufs:
-        return Outgoing([comm.Isend([data, MPI.BYTE], dest, tag)], data)
+        return comm.Isend(data, dest, tag)
     raws = [b.raw() for b in bufs]
     head = struct.pack(f"<{len(raws) + 1}q", len(raws), *[r.nbytes for r in raws]) + data
     reqs = [comm.Isend([head, MPI.BYTE], dest, tag + OOB_TAG)]
@@ -77,11 +101,11 @@ def isend(MPI: ModuleType, comm: Comm, obj: object, dest: int, tag: int) -> Outg
 def receive(MPI: ModuleType, comm: Comm, msg: Message, status: Status) -> tuple[int, Any]:
     """The tag and the object of the message ``msg`` that ``status`` describes (its
     buffers, if any, are received here from the same sender)."""
+    tag = status.Get_tag()
+    if tag < OOB_TAG:               # a stream alone: what mpi4py's own recv reads
+        return tag, msg.recv()
     buf = bytearray(status.Get_count(MPI.BYTE))
     msg.Recv([buf, MPI.BYTE])
-    tag = status.Get_tag()
-    if tag < OOB_TAG:
-        return tag, pickle.loads(buf)
     count = _COUNT.unpack_from(buf)[0]
     sizes = struct.unpack_from(f"<{count}q", buf, _COUNT.size)
     source = status.Get_source()

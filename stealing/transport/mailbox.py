@@ -30,7 +30,7 @@ from stealing.transport.bell import Bell, ring
 from stealing.transport.protocol import LOST
 
 if TYPE_CHECKING:
-    from mpi4py.MPI import Comm, Status
+    from mpi4py.MPI import Comm, Request, Status
 
 MIN_SLEEP = 20e-6
 MAX_SLEEP = 1e-3        # while work is under way: a steal waits at most ~1 ms
@@ -64,7 +64,7 @@ class Mailbox:
         self.min_sleep = min_sleep
         self.max_sleep = max_sleep
         # [(message's sends, bell name to ring when they complete, comm)]: under way
-        self._pending: list[tuple[frames.Outgoing, bytes | None, Comm]] = []
+        self._pending: list[tuple[frames.Outgoing | Request, bytes | None, Comm]] = []
         self._status: Status = MPI.Status()
         # [(comm, seconds)]: links with emulated latency
         self._delays: list[tuple[Comm, float]] = []
