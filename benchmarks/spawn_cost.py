@@ -87,8 +87,9 @@ def best(repeat, fn, *args):
 
 
 def in_leaf(has_peers, sf, args):
+    """``sf(*args)`` as a leaf runs a task (on a fresh stack: ``run_task_payload``)."""
     ctx = StealableContext(StandIn(has_peers))
-    return ctx.run_task(sf, args, {}, 0, False)
+    return context.on_fresh_stack(ctx.run_task, sf, args, {}, 0, False)
 
 
 def promotion_ns(repeat, n):

@@ -772,3 +772,35 @@ def module_origin(name):
     """Where a leaf finds the top-level module ``name`` (None: nowhere)."""
     spec = importlib.util.find_spec(name)
     return None if spec is None else spec.origin
+
+
+# --- the interpreter's frame stack (dac.context.on_fresh_stack) ----------------------
+def _bottom():
+    return 0
+
+
+def _descend(d, n):
+    if d:
+        return _descend(d - 1, n)
+    for _ in range(n):
+        _bottom()
+    return 0
+
+
+def chunk_faults(depths=400, n=200):
+    """The most page faults one of ``depths`` recursions (0 to depths - 1 deep) took
+    for calling a function ``n`` times at its bottom: about ``n`` where that call
+    crosses the end of the interpreter's 16 KiB frame chunk (each call maps a fresh
+    chunk, and unmaps it on return), a few elsewhere."""
+    import resource
+    worst = 0
+    for d in range(depths):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        _descend(d, n)
+        worst = max(worst, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    return worst
+
+
+@spawn
+def chunk_faults_in_a_task(depths, n):
+    return chunk_faults(depths, n)
