@@ -5,20 +5,34 @@ its plain-Python twin (the same search without dac):
 
   plain       the twin, no dac at all
   elision     the ``@spawn`` program called outside ``dac.run`` (its serial elision)
+  leaf        the program run in this process as a leaf with peers runs a task (every
+              spawn a deque entry; nothing stolen: ``benchmarks/spawn_cost.py``'s
+              stand-in for the leaf's worker), once
   dac         ``dac.run_report`` on ``--procs`` leaves, a fresh tree each time: the
-              whole call (start-up included) and the computation alone (``elapsed_s``)
+              whole call (start-up included) and the computation alone (``elapsed_s``
+              less ``startup_s``), and the leaves' CPU during the job
+  tuned       with ``--tuned D ...``: dac with the ``depth`` option set to each D, for
+              the best hand-tuned grain beside the default's
 
 and first the *ceiling*: two copies of the elision of the Langford search run side by
 side (forked processes started together) against one copy alone, measured now. It says
 how much two processes can gain on this machine (1.89-2.06x on the 2-core VMs this was
 written on), so dac's speed-up is read against it, not against an assumed 2.
 
-Per program the table gives the spawn's cost over a plain call ((elision - plain) /
-spawns), the elision over plain, and dac's speed-ups over the elision and over plain
-(best of ``--repeat``; the range over the repetitions is in the JSON). The last line is
-one JSON object with every figure.
+The programs (the sizes of issue 22; ``--small`` for smaller ones): fib 32, Langford
+pairings L(2,12), pure-Python N-Queens 13, UTS T3, the comb (a spine of 200 spawns of
+3 ms) and the array sum (a 160 MB NumPy array of int64 summed by halves down to 1 M
+elements: the array travels to the leaves).
 
-Run:  python benchmarks/work_first.py                 # default sizes, 3 repetitions
+Per program the table gives the spawn's cost over a plain call in the elision and in a
+leaf ((time - plain) / spawns), the work inflation (the leaves' CPU over the elision's
+time), and dac's speed-ups over the elision and over plain (best of ``--repeat``; the
+range over the repetitions is in the JSON). Below it, what one promotion costs (a deque
+entry made a task for a thief: its call pickled). The last line is one JSON object
+with every figure.
+
+Run:  python benchmarks/work_first.py                 # the issue's sizes, 3 repetitions
+      python benchmarks/work_first.py --small --repeat 2 --tuned 1 2 3
       python benchmarks/work_first.py --quick         # tiny sizes (the tests use it)
 Exit status: 0, or 1 if a program's answer is wrong (figures are reported, not asserted).
 """
@@ -36,8 +50,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples"), HERE]
 
+import numpy as np  # noqa: E402
 import spine as comb  # noqa: E402  (examples/spine.py)
 import uts  # noqa: E402  (examples/uts.py)
+from spawn_cost import in_leaf, promotion_ns  # noqa: E402  (benchmarks/spawn_cost.py)
 
 import dac  # noqa: E402
 from dac import spawn, sync  # noqa: E402
@@ -135,11 +151,36 @@ def queens_spawns(n: int, row: int, cols: int, d1: int, d2: int) -> int:
     return count
 
 
-# name -> (spawn function, its arguments, plain twin, spawns, answer check)
-def programs(quick: bool) -> dict[str, tuple]:
-    # (Langford pairings exist for n = 0 or 3 mod 4: 7 has 52, 11 has 35,584, both
-    # orders counted)
-    n_fib, n_lang, n_q = (18, 7, 8) if quick else (30, 11, 12)
+@spawn
+def array_sum(a: np.ndarray, grain: int) -> int:
+    """The sum of an array of integers, by halves down to ``grain`` elements (the
+    halves are views: a thief's task carries its half, out of band)."""
+    if len(a) <= grain:
+        return int(a.sum())
+    half = len(a) // 2
+    x, y = sync(array_sum(a[:half], grain), array_sum(a[half:], grain))
+    return x + y
+
+
+def plain_array_sum(a: np.ndarray, grain: int) -> int:
+    if len(a) <= grain:
+        return int(a.sum())
+    half = len(a) // 2
+    return plain_array_sum(a[:half], grain) + plain_array_sum(a[half:], grain)
+
+
+def array_sum_spawns(size: int, grain: int) -> int:
+    return 0 if size <= grain else \
+        2 + array_sum_spawns(size // 2, grain) + array_sum_spawns(size - size // 2, grain)
+
+
+# name -> (spawn function, its arguments, plain twin, spawns)
+def programs(quick: bool, small: bool = False) -> dict[str, tuple]:
+    # (Langford pairings exist for n = 0 or 3 mod 4: 7 has 52, 11 has 35,584, 12 has
+    # 108,144, both orders counted)
+    n_fib, n_lang, n_q = (18, 7, 8) if quick else (30, 11, 12) if small else (32, 12, 13)
+    size, grain = (1 << 16, 1 << 12) if quick else (20_000_000, 1 << 20)
+    array = np.arange(size, dtype=np.int64)
     tree_name = "default" if quick else "T3"
     tree = uts.TREES[tree_name]
     uts.ensure_recursion_limit(tree)
@@ -155,6 +196,9 @@ def programs(quick: bool) -> dict[str, tuple]:
                              lambda *a: uts.count_sequential(tree), tree.nodes or 0),
         f"comb {levels} x {ms:g} ms": (comb.spine, (levels, ms, scale),
                                        comb.plain_spine, 2 * levels),
+        f"array sum {array.nbytes / 1e6:g} MB": (array_sum, (array, grain),
+                                                  plain_array_sum,
+                                                  array_sum_spawns(size, grain)),
     }
 
 
@@ -200,9 +244,18 @@ def ceiling(fn, args) -> float:
     return 2 * alone / both
 
 
-def measure(name: str, entry: tuple, procs: int, repeat: int) -> dict:
+def leaves_cpu(report: dac.RunReport) -> float:
+    """CPU seconds the run's leaves spent on the job."""
+    return sum(p.get("cpu_s", 0.0) for p in report.stats["processes"]
+               if p.get("role") == "leaf")
+
+
+def measure(name: str, entry: tuple, procs: int, repeat: int,
+            tuned: list[int]) -> dict:
     sf, args, plain, spawns = entry
-    rows = {"plain": [], "elision": [], "whole": [], "compute": []}
+    rows: dict[str, list[float]] = {"plain": [], "elision": [], "whole": [], "compute": [],
+                                    "leaves_cpu": []}
+    rows.update({f"depth={d}": [] for d in tuned})
     want = None
     wrong = []
     for _ in range(repeat):
@@ -214,18 +267,33 @@ def measure(name: str, entry: tuple, procs: int, repeat: int) -> dict:
         t0 = time.perf_counter()
         report = dac.run_report(sf, *args, procs=procs)
         rows["whole"].append(time.perf_counter() - t0)
-        rows["compute"].append(report.elapsed_s)
+        rows["compute"].append(report.elapsed_s - report.stats["startup_s"])
+        rows["leaves_cpu"].append(leaves_cpu(report))
         wrong += [("dac", report.result)] if report.result != want else []
+        for d in tuned:
+            report = dac.run_report(sf, *args, procs=procs, depth=d)
+            rows[f"depth={d}"].append(report.elapsed_s - report.stats["startup_s"])
+            wrong += [(f"depth={d}", report.result)] if report.result != want else []
+    leaf_s, got = timed(in_leaf, True, sf, args)
+    wrong += [("leaf", got)] if got != want else []
     best = {k: min(v) for k, v in rows.items()}
-    return {"program": name, "spawns": spawns, "answer": repr(want), "wrong": repr(wrong),
-            "seconds": {k: [round(x, 4) for x in v] for k, v in rows.items()},
-            "spawn_ns": round((best["elision"] - best["plain"]) / max(1, spawns) * 1e9),
-            "elision_over_plain": round(best["elision"] / best["plain"], 3),
-            "speedup_compute": round(best["elision"] / best["compute"], 3),
-            "speedup_whole": round(best["elision"] / best["whole"], 3),
-            "over_plain_whole": round(best["plain"] / best["whole"], 3),
-            "speedup_compute_range": [round(min(rows["elision"]) / max(rows["compute"]), 3),
-                                      round(max(rows["elision"]) / min(rows["compute"]), 3)]}
+    r = {"program": name, "spawns": spawns, "answer": repr(want), "wrong": repr(wrong),
+         "seconds": {k: [round(x, 4) for x in v] for k, v in rows.items()},
+         "leaf_s": round(leaf_s, 4),
+         "spawn_ns": round((best["elision"] - best["plain"]) / max(1, spawns) * 1e9),
+         "leaf_spawn_ns": round((leaf_s - best["plain"]) / max(1, spawns) * 1e9),
+         "inflation": round(best["leaves_cpu"] / best["elision"], 3),
+         "elision_over_plain": round(best["elision"] / best["plain"], 3),
+         "speedup_compute": round(best["elision"] / best["compute"], 3),
+         "speedup_whole": round(best["elision"] / best["whole"], 3),
+         "over_plain_whole": round(best["plain"] / best["whole"], 3),
+         "speedup_compute_range": [round(min(rows["elision"]) / max(rows["compute"]), 3),
+                                   round(max(rows["elision"]) / min(rows["compute"]), 3)]}
+    if tuned:
+        depth = min(tuned, key=lambda d: best[f"depth={d}"])
+        r["best_depth"] = depth
+        r["default_over_tuned"] = round(best["compute"] / best[f"depth={depth}"], 3)
+    return r
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,30 +301,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="tiny sizes (seconds)")
+    ap.add_argument("--small", action="store_true",
+                    help="fib 30, Langford 11, N-Queens 12 (minutes less)")
+    ap.add_argument("--tuned", type=int, nargs="*", default=[], metavar="D",
+                    help="also run dac with depth=D for each D (hand-tuned grains)")
     ap.add_argument("--only", help="run the programs whose name starts with this")
     args = ap.parse_args(argv)
-    progs = programs(args.quick)
+    progs = programs(args.quick, args.small)
     if args.only:
         progs = {k: v for k, v in progs.items() if k.startswith(args.only)}
     n = 7 if args.quick else 11
     top = ceiling(langford, (n, 0, n))
     print(f"ceiling: two copies of the elision of Langford {n} side by side run "
           f"{top:.2f}x one alone")
-    print(f"{'program':22s}{'spawns':>10s}{'ns/spawn':>10s}{'elision/plain':>15s}"
-          f"{'dac/elision':>13s}{'of ceiling':>12s}{'whole/plain':>13s}")
+    print(f"{'program':22s}{'spawns':>10s}{'ns/spawn':>10s}{'in a leaf':>11s}"
+          f"{'inflation':>11s}{'elision/plain':>15s}{'dac/elision':>13s}"
+          f"{'of ceiling':>12s}{'whole/plain':>13s}"
+          + (f"{'default/tuned':>15s}" if args.tuned else ""))
     results, failed = [], False
     for name, entry in progs.items():
-        r = measure(name, entry, args.procs, args.repeat)
+        r = measure(name, entry, args.procs, args.repeat, args.tuned)
         results.append(r)
         failed |= r["wrong"] != "[]"
-        print(f"{name:22s}{r['spawns']:>10d}{r['spawn_ns']:>10d}"
-              f"{r['elision_over_plain']:>15.2f}{r['speedup_compute']:>13.2f}"
-              f"{r['speedup_compute'] / top:>12.2f}{r['over_plain_whole']:>13.2f}"
+        tuned = f"{r['default_over_tuned']:>9.2f} (d={r['best_depth']})" \
+            if args.tuned else ""
+        ns = (f"{r['spawn_ns']:>10d}{r['leaf_spawn_ns']:>11d}" if r["spawns"] >= 1000
+              else f"{'-':>10s}{'-':>11s}")     # (a few spawns: the nodes' own time)
+        print(f"{name:22s}{r['spawns']:>10d}{ns}"
+              f"{r['inflation']:>11.2f}{r['elision_over_plain']:>15.2f}"
+              f"{r['speedup_compute']:>13.2f}{r['speedup_compute'] / top:>12.2f}"
+              f"{r['over_plain_whole']:>13.2f}{tuned}"
               + ("   WRONG " + r["wrong"] if r["wrong"] != "[]" else ""))
-    print("dac/elision: the computation alone (best of the repetitions); whole/plain: "
-          "plain Python over dac's whole call, start-up included")
+    promoted = promotion_ns(max(1, args.repeat), 2000 if args.quick else 20000)
+    print("ns/spawn: over a plain call, in the elision and in a leaf with peers (every "
+          "spawn a deque entry); inflation: the leaves' CPU over the elision's time; "
+          "dac/elision: the computation alone (best of the repetitions); whole/plain: "
+          "plain Python over dac's whole call, start-up included"
+          + ("; default/tuned: the default's computation over the best depth=" if
+             args.tuned else ""))
+    print(f"a promotion (a deque entry made a task for a thief): {promoted:.0f} ns")
     print(json.dumps({"procs": args.procs, "repeat": args.repeat, "ceiling": round(top, 3),
-                      "programs": results}))
+                      "promotion_ns": round(promoted), "programs": results}))
     return 1 if failed else 0
 
 

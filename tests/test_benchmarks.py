@@ -35,22 +35,26 @@ def test_peers_runs_every_way_with_the_right_count():
 
 
 def test_work_first_measures_every_program_with_right_answers():
-    code, out, err = run_benchmark("benchmarks/work_first.py", "--quick", "--repeat", "1")
+    code, out, err = run_benchmark("benchmarks/work_first.py", "--quick", "--repeat", "1",
+                                   "--tuned", "1")
     assert code == 0, err
     report = json.loads(out.strip().splitlines()[-1])
-    assert report["procs"] == 2 and report["ceiling"] > 0
+    assert report["procs"] == 2 and report["ceiling"] > 0 and report["promotion_ns"] > 0
     rows = {r["program"]: r for r in report["programs"]}
     assert list(rows) == ["fib 18", "Langford 7", "N-Queens 8", "UTS default",
-                          "comb 10 x 1 ms"]
+                          "comb 10 x 1 ms", "array sum 0.524288 MB"]
     answers = {"fib 18": "2584", "Langford 7": "52", "N-Queens 8": "92",
-               "UTS default": "(1732, 6)"}
+               "UTS default": "(1732, 6)", "array sum 0.524288 MB": str(65535 * 65536 // 2)}
     for name, answer in answers.items():
         assert rows[name]["answer"] == answer and rows[name]["wrong"] == "[]"
     assert rows["fib 18"]["spawns"] == 8360
+    assert rows["array sum 0.524288 MB"]["spawns"] == 30     # 16 pieces of 4096
     for r in rows.values():
-        assert set(r["seconds"]) == {"plain", "elision", "whole", "compute"}
+        assert set(r["seconds"]) == {"plain", "elision", "whole", "compute", "leaves_cpu",
+                                     "depth=1"}
         assert r["speedup_compute"] > 0 and r["elision_over_plain"] > 0
-    assert "ceiling: two copies" in out
+        assert r["inflation"] > 0 and r["leaf_s"] > 0 and r["best_depth"] == 1
+    assert "ceiling: two copies" in out and "a promotion" in out
 
 
 def test_grow_reproduces_table_6_6_in_a_quick_run():
