@@ -60,6 +60,7 @@ class SerialContext:
     __slots__ = ("depth",)
 
     depth: int
+    lists = False       # (its own fast path for ``sync(kids)``: ``sync``)
 
     def __init__(self, depth: int = 0) -> None:
         self.depth = depth
@@ -226,6 +227,9 @@ def sync(*futures: Any) -> Any:
     elif current is None:
         raise SyncError("sync() called outside a spawned call: use it inside a function "
                         "decorated with @dac.spawn")
+    elif current.lists and len(futures) == 1 and futures[0].__class__ is list:
+        # sync(kids) in a leaf: one loop (only StealableContext says lists)
+        return current.sync_list(futures[0])    # type: ignore[union-attr]
     if not futures:
         return None if isinstance(current, SerialContext) else current.sync_all()
     if len(futures) == 1 and not isinstance(futures[0], Future):

@@ -139,6 +139,8 @@ def grain_depth(target: int, branching: int) -> int:
 class StealableContext:
     """The ``@spawn`` context of tasks on one leaf (one per leaf process)."""
 
+    lists = True        # ``sync(kids)`` of a list comes to ``sync_list``
+
     def __init__(self, worker: Worker, keep: int = KEEP) -> None:
         self.worker = worker
         self.keep = keep
@@ -250,6 +252,22 @@ class StealableContext:
 
     def sync(self, futures: Sequence[Any]) -> Any:
         """``sync(f, ...)``: run or wait for each future, newest entries first."""
+        self._settle(futures)
+        # (no generator for one or two: it cost about 100 ns a spawn)
+        if len(futures) == 1:
+            return futures[0]._value
+        if len(futures) == 2:
+            return futures[0]._value, futures[1]._value
+        return tuple([f._value for f in futures])
+
+    def sync_list(self, group: list) -> list:
+        """``sync(kids)`` of a list of futures: their values, as a list (no copies of
+        the list on the way)."""
+        self._settle(group)
+        return [f._value for f in group]
+
+    def _settle(self, futures: Sequence[Any]) -> None:
+        """Run or wait for each of ``futures``, newest entries first."""
         for f in futures:
             if not isinstance(f, Future):
                 raise SyncError(f"sync() takes futures returned by @spawn functions, "
@@ -261,12 +279,6 @@ class StealableContext:
                     self._run(d.pop())
                 else:                       # split off to another leaf: wait for it
                     self.worker.wait(f.done)
-        # (no generator for one or two: it cost about 100 ns a spawn)
-        if len(futures) == 1:
-            return futures[0]._value
-        if len(futures) == 2:
-            return futures[0]._value, futures[1]._value
-        return tuple([f._value for f in futures])
 
     def sync_all(self) -> None:
         """``sync()``: wait for the entries the calling function made. Its entries on

@@ -526,6 +526,19 @@ def sync_non_future(n):
     return sync(n)
 
 
+@spawn
+def sync_lists(n):
+    """``sync`` of lists of futures: empty, one, ``n``; then of a list holding ``n``
+    itself after a future (a SyncError naming it)."""
+    if n < 0:
+        return n
+    kids = [sync_lists(0) for _ in range(n)]
+    values = sync(kids), sync([sync_lists(-1)]), sync([])
+    if n == 3:
+        sync([sync_lists(-1), n])
+    return values
+
+
 _drift = itertools.count()
 
 

@@ -254,6 +254,16 @@ def test_sync_of_a_non_future_in_a_top_that_is_a_task():
     assert isinstance(info.value.exception, dac.SyncError)
 
 
+def test_sync_of_lists_in_a_leaf_gives_lists_and_refuses_a_non_future():
+    zero = ([], [-1], [])
+    assert dac.run(programs.sync_lists, 2, procs=2) == ([zero, zero], [-1], [])
+    assert programs.sync_lists(2) == ([zero, zero], [-1], [])        # the elision
+    with pytest.raises(TaskError) as info:
+        dac.run(programs.sync_lists, 3, procs=2)
+    assert info.value.type_name == "SyncError"
+    assert "got int 3" in info.value.message
+
+
 # --- data that cannot travel -----------------------------------------------------------
 UNPICKLABLE = [("generator", "<generator object", "cannot pickle 'generator' object"),
                ("lock", "<unlocked _thread.lock", "cannot pickle '_thread.lock' object")]
