@@ -15,7 +15,8 @@ its plain-Python twin (the same search without dac):
               the best hand-tuned grain beside the default's
 
 and first the *ceiling*: two copies of the elision of the Langford search run side by
-side (forked processes started together) against one copy alone, measured now. It says
+side (forked processes started together) against one copy alone, measured now (the
+best of ``--repeat`` pairs, at least 2: one neighbour's burst sets one too low). It says
 how much two processes can gain on this machine (1.89-2.06x on the 2-core VMs this was
 written on), so dac's speed-up is read against it, not against an assumed 2.
 
@@ -311,9 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         progs = {k: v for k, v in progs.items() if k.startswith(args.only)}
     n = 7 if args.quick else 11
-    top = ceiling(langford, (n, 0, n))
+    # the best of a few: a neighbour's burst during one pair would set it too low
+    tops = [ceiling(langford, (n, 0, n)) for _ in range(max(2, args.repeat))]
+    top = max(tops)
     print(f"ceiling: two copies of the elision of Langford {n} side by side run "
-          f"{top:.2f}x one alone")
+          f"{top:.2f}x one alone (best of {' '.join(f'{t:.2f}' for t in tops)})")
     print(f"{'program':22s}{'spawns':>10s}{'ns/spawn':>10s}{'in a leaf':>11s}"
           f"{'inflation':>11s}{'elision/plain':>15s}{'dac/elision':>13s}"
           f"{'of ceiling':>12s}{'whole/plain':>13s}"
@@ -341,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
              args.tuned else ""))
     print(f"a promotion (a deque entry made a task for a thief): {promoted:.0f} ns")
     print(json.dumps({"procs": args.procs, "repeat": args.repeat, "ceiling": round(top, 3),
+                      "ceilings": [round(t, 3) for t in tops],
                       "promotion_ns": round(promoted), "programs": results}))
     return 1 if failed else 0
 
