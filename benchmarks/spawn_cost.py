@@ -14,7 +14,9 @@ stolen: the cost of the bookkeeping only), beside the same code outside ``dac.ru
                leaf's time to the elision's, per node
   promotion    an entry made a task for a thief (its call pickled, as a split does)
 
-Best of --repeat runs for every figure.
+Best of --repeat runs for every figure. Every side runs on a fresh stretch of the
+interpreter's frame stack, as a leaf serves (``stealing.host.stack``): a recursion at
+the end of one of CPython's frame chunks is slower on one side only otherwise.
 
 Run:  python benchmarks/spawn_cost.py
       python benchmarks/spawn_cost.py --calls 100000 --repeat 3 --json
@@ -35,6 +37,7 @@ import uts  # noqa: E402
 import dac  # noqa: E402
 from dac import context  # noqa: E402
 from dac.stealable import StealableContext  # noqa: E402
+from stealing.host.stack import on_fresh_stack  # noqa: E402
 
 
 @dac.spawn
@@ -87,9 +90,9 @@ def best(repeat, fn, *args):
 
 
 def in_leaf(has_peers, sf, args):
-    """``sf(*args)`` as a leaf runs a task (on a fresh stack: ``run_task_payload``)."""
+    """``sf(*args)`` as a leaf runs a task (on a fresh stack, as a leaf serves)."""
     ctx = StealableContext(StandIn(has_peers))
-    return context.on_fresh_stack(ctx.run_task, sf, args, {}, 0, False)
+    return on_fresh_stack(ctx.run_task, sf, args, {}, 0, False)
 
 
 def promotion_ns(repeat, n):
@@ -122,7 +125,7 @@ def main() -> int:
     n = args.calls
     rows = {}
     for name, sf in (("call", calls), ("call+sync", calls_and_syncs)):
-        serial = best(args.repeat, context.run_serially, sf, (n,), {})
+        serial = best(args.repeat, on_fresh_stack, context.run_serially, sf, (n,), {})
         alone = best(args.repeat, in_leaf, False, sf, (n,))
         peers = best(args.repeat, in_leaf, True, sf, (n,))
         rows[name] = {k: v / n * 1e9 for k, v in
@@ -130,7 +133,7 @@ def main() -> int:
     tree = uts.Tree("binomial", 30, 42, q=0.124875, m=8)
     root = uts.rng_init(tree.seed)
     nodes = uts.count_recursive(tree)[0]
-    serial = best(args.repeat, uts.count_recursive, tree)
+    serial = best(args.repeat, on_fresh_stack, uts.count_recursive, tree)
     alone = best(args.repeat, in_leaf, False, uts.uts, (tree, root, 0))
     peers = best(args.repeat, in_leaf, True, uts.uts, (tree, root, 0))
     rows["UTS node"] = {"elision": serial / nodes * 1e9, "alone": alone / nodes * 1e9,

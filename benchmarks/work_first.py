@@ -5,6 +5,10 @@ its plain-Python twin (the same search without dac):
 
   plain       the twin, no dac at all
   elision     the ``@spawn`` program called outside ``dac.run`` (its serial elision)
+
+(both on a fresh stretch of the interpreter's frame stack, as a leaf serves: UTS T3's
+elision took 7.7 s so and over 9 s where its recursion met the end of one of
+CPython's frame chunks; ``stealing.host.stack``)
   leaf        the program run in this process as a leaf with peers runs a task (every
               spawn a deque entry; nothing stolen: ``benchmarks/spawn_cost.py``'s
               stand-in for the leaf's worker), once
@@ -55,6 +59,7 @@ import numpy as np  # noqa: E402
 import spine as comb  # noqa: E402  (examples/spine.py)
 import uts  # noqa: E402  (examples/uts.py)
 from spawn_cost import in_leaf, promotion_ns  # noqa: E402  (benchmarks/spawn_cost.py)
+from stealing.host.stack import on_fresh_stack  # noqa: E402
 
 import dac  # noqa: E402
 from dac import spawn, sync  # noqa: E402
@@ -260,9 +265,9 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
     want = None
     wrong = []
     for _ in range(repeat):
-        t, want = timed(plain, *args)
+        t, want = timed(on_fresh_stack, plain, *args)
         rows["plain"].append(t)
-        t, got = timed(sf, *args)
+        t, got = timed(on_fresh_stack, sf, *args)
         rows["elision"].append(t)
         wrong += [("elision", got)] if got != want else []
         t0 = time.perf_counter()

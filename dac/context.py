@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
 from .errors import SyncError, safe_repr
 from .future import _PENDING, Future
@@ -161,27 +161,6 @@ def deeper(factor: int) -> None:
         if want > _raised and limit == _raised:
             sys.setrecursionlimit(want)
             _raised = want
-
-
-def on_fresh_stack(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` with its frames on a fresh 1 MiB of the interpreter's
-    frame stack (a leaf runs every task so).
-
-    CPython keeps frames in chunks of 16 KiB and frees a chunk (``munmap``) as soon as
-    the frame at its start returns (CPython issue gh-142183; later 3.13 and 3.14
-    releases keep one spare). A recursion whose hot levels straddle a chunk's end
-    maps and unmaps a chunk every time it crosses: fib 30 in a leaf made 17,500
-    ``mmap``/``munmap`` pairs a second, and with MPI's memory hooks and a second
-    thread in the process the kernel's share of a leaf's CPU was as large as the
-    user's. This frame asks for 1 MiB of evaluation stack (below: a larger
-    ``co_stacksize`` than the code needs is only a bound, never touched), so it starts
-    a chunk of its own (2 MiB, mapped lazily) and the frames it calls have about 1 MiB
-    before they cross a chunk's end.
-    """
-    return fn(*args, **kwargs)
-
-
-on_fresh_stack.__code__ = on_fresh_stack.__code__.replace(co_stacksize=1 << 17)
 
 
 def undeeper() -> None:

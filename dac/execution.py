@@ -83,13 +83,12 @@ def run_task_payload(payload: Blob, table: dict[str, SpawnFunction],
     serial = not is_split(call.tid) if call.serial is None else call.serial
     if stealable is None:
         sf = call.spawn_function(table)
-        value = context.on_fresh_stack(context.run_serially, sf, call.args,
-                                       call.kwargs, call.depth, use_leaf=serial)
+        value = context.run_serially(sf, call.args, call.kwargs, call.depth,
+                                     use_leaf=serial)
     else:
         sf = stealable.function(call)
-        value = context.on_fresh_stack(stealable.run_task, sf, call.args, call.kwargs,
-                                       call.depth, use_leaf=serial, grain=call.grain,
-                                       target=call.target)
+        value = stealable.run_task(sf, call.args, call.kwargs, call.depth,
+                                   use_leaf=serial, grain=call.grain, target=call.target)
     return call.tid, dumps(value, Lazy("the result of", (sf, call.args, call.kwargs)))
 
 

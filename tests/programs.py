@@ -787,7 +787,7 @@ def module_origin(name):
     return None if spec is None else spec.origin
 
 
-# --- the interpreter's frame stack (dac.context.on_fresh_stack) ----------------------
+# --- the interpreter's frame stack (stealing.host.stack.on_fresh_stack) ----------------------
 def _bottom():
     return 0
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from stealing.host.stack import on_fresh_stack
 from stealing.exceptions import ProcessError, SetupFailure, process_error
 from stealing.observe.output import Capture, capture_output, finish_lines, release_output
 from stealing.observe.recorder import Recorder
@@ -622,7 +623,7 @@ def serve(MPI: ModuleType, parent: Intercomm, init: P.Init, start: Start, mailbo
     preload(init.settings.preload)
     leaf.imported = time.time()
     try:
-        leaf.serve(watchdog)
+        on_fresh_stack(leaf.serve, watchdog)    # (the tasks' recursions: see there)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     except Abort:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
