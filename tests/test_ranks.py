@@ -349,3 +349,50 @@ def test_a_topology_file_groups_the_ranks_hosts(tmp_path):
                 "run", "--topology", str(topology)))
     assert code != 0 and "the launcher started ranks on host" in err, err
     assert not left
+
+
+# Ctrl-C --------------------------------------------------------------------------------
+NAPS = '''\
+import os, sys, time
+import dac
+from dac import spawn, sync
+
+
+@spawn
+def naps(n, mark):
+    if n == 0:
+        open(mark, "a").close()             # a leaf is at work
+        time.sleep(0.2)
+        return 1
+    return sum(sync([naps(n - 1, mark) for _ in range(4)]))
+
+
+if __name__ == "__main__":
+    print(dac.run(naps, 5, sys.argv[1]), "finished", flush=True)
+'''
+
+
+def test_ctrl_c_under_mpiexec_ends_every_rank(tmp_path):
+    script = tmp_path / "naps_ranks.py"
+    script.write_text(NAPS)
+    mark = tmp_path / "working"
+    tag, since = new_tag(), time.time()
+    import signal
+    import subprocess
+    proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable, str(script), str(mark)],
+                            cwd=str(tmp_path), env=tagged_env(tag), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert mark.exists() and len(python_pids(tag)) == 3
+    os.killpg(proc.pid, signal.SIGINT)          # what a terminal's Ctrl-C does
+    code, out, err, seconds = finish(proc, 30)
+    assert code not in (0, None) and seconds < 20 and "finished" not in out, (code, err)
+    assert err.count("KeyboardInterrupt") == 1 and err.count("Traceback") == 1, err
+    deadline = time.monotonic() + 10
+    while tagged_pids(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert tagged_pids(tag) == []
+    assert not leftover_shm(since)

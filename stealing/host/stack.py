@@ -6,7 +6,7 @@ keep one spare). A recursion whose hot levels straddle a chunk's end maps and un
 chunk every time it crosses: fib 30 in a leaf made 17,500 ``mmap``/``munmap`` pairs a
 second, and with MPI's memory hooks and a second thread in the process the kernel's
 share of the leaf's CPU was as large as the user's (fib 30 on 2 leaves: 3.4-4.0 s,
-1.8 s on a fresh stack).
+1.55-1.65 s serving on a fresh stack).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterable
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from stealing.host.stack import on_fresh_stack
 from stealing.exceptions import ProcessError, SetupFailure, process_error
+from stealing.host.stack import on_fresh_stack
 from stealing.observe.output import Capture, capture_output, finish_lines, release_output
 from stealing.observe.recorder import Recorder
 from stealing.observe.stats import Meter, startup_steps
