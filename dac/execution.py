@@ -87,8 +87,11 @@ def run_task_payload(payload: Blob, table: dict[str, SpawnFunction],
                                      use_leaf=serial)
     else:
         sf = stealable.function(call)
-        value = stealable.run_task(sf, call.args, call.kwargs, call.depth,
-                                   use_leaf=serial, grain=call.grain, target=call.target)
+        args, kwargs = call.args, call.kwargs
+        if serial and sf.leaf is not None and is_split(call.tid):
+            args, kwargs = sf.fill(args, kwargs)    # (as the entry was, where it was made)
+        value = stealable.run_task(sf, args, kwargs, call.depth, use_leaf=serial,
+                                   grain=call.grain, target=call.target)
     return call.tid, dumps(value, Lazy("the result of", (sf, call.args, call.kwargs)))
 
 

@@ -108,6 +108,20 @@ class SpawnFunction:
         the function's own defaults (see ``dac.spawn_call``); here, as given."""
         return args, kwargs
 
+    def fill(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """A travelled call's arguments with the defaults ``trim`` left out put back
+        (this process's own default objects), as a deque entry here holds them: what
+        a thief's task at its grain gives the ``leaf=`` function."""
+        fn = self.fn
+        if not (getattr(fn, "__defaults__", None) or getattr(fn, "__kwdefaults__", None)):
+            return args, kwargs
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except (TypeError, ValueError):
+            return args, kwargs
+        bound.apply_defaults()
+        return bound.args, bound.kwargs
+
     def __reduce__(self) -> tuple:
         """Pickled as a generic ``SpawnFunction`` with its attributes (its own class,
         made at run time, cannot be named); it takes its own call class again at its

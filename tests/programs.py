@@ -817,3 +817,19 @@ def chunk_faults(depths=400, n=200):
 @spawn
 def chunk_faults_in_a_task(depths, n):
     return chunk_faults(depths, n)
+
+
+# --- a thief's task at its grain gets the defaults its call travelled without ---------
+def times_k(n, k):
+    """A kernel that takes every parameter (no defaults, as a numba kernel may)."""
+    time.sleep(0.05)
+    return n * k
+
+
+@spawn(leaf=times_k, cutoff=lambda n, k=10: n < 100)
+def scaled(n, k=10):
+    """``scaled(1000)``: 16 calls at the grain, each given ``k`` explicitly (the
+    default's own object, 10): 1200."""
+    if n >= 100:
+        return sum(sync([scaled(i, 10) for i in range(16)]))
+    return n * k

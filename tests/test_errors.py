@@ -264,6 +264,15 @@ def test_sync_of_lists_in_a_leaf_gives_lists_and_refuses_a_non_future():
     assert "got int 3" in info.value.message
 
 
+def test_a_stolen_call_at_its_grain_gives_its_kernel_the_defaults_it_travelled_without():
+    # scaled(i, 10) travels as scaled(i) (10 is the default's own object); the
+    # kernel times_k(n, k) takes k, as it does for the calls run where they were made
+    # (16 calls of 50 ms: the second leaf is up and steals long before they are done)
+    report = dac.run_report(programs.scaled, 1000, procs=2)
+    assert report.result == 1200 == programs.scaled(1000)
+    assert report.stats["steals_split"] >= 1
+
+
 # --- data that cannot travel -----------------------------------------------------------
 UNPICKLABLE = [("generator", "<generator object", "cannot pickle 'generator' object"),
                ("lock", "<unlocked _thread.lock", "cannot pickle '_thread.lock' object")]
