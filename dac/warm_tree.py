@@ -84,6 +84,19 @@ def _start_server(folder: str, lock: int, topology: str | os.PathLike[str] | Non
                                 start_new_session=True, cwd=os.getcwd(),
                                 pass_fds=(lock,),
                                 env=dict(os.environ, PYTHONPATH=_python_path()))
+    try:
+        info = _wait_ready(proc, log, wait_s)
+    except BaseException:
+        # a Ctrl-C (or the wait's end) stops the server this started: in a session
+        # of its own it saw no signal, and it would come up with nobody to know it
+        _stop_server(proc.pid, None, 0.0)
+        proc.wait()
+        raise
+    return status() or info
+
+
+def _wait_ready(proc: subprocess.Popen, log: str, wait_s: float) -> dict[str, Any]:
+    """The tree file the server ``proc`` writes once every leaf is ready."""
     end = time.monotonic() + wait_s
     while time.monotonic() < end:
         code = proc.poll()
@@ -92,9 +105,8 @@ def _start_server(folder: str, lock: int, topology: str | os.PathLike[str] | Non
                            f"log {log} ends with:\n{_tail(log)}")
         info = read_tree(W.read_tree_file)
         if info is not None and info["pid"] == proc.pid:
-            return status() or info
+            return info
         time.sleep(0.05)
-    proc.terminate()
     raise DacError(f"the warm tree was not ready after {wait_s:.0f} s: stopped it; "
                    f"see {log}")
 

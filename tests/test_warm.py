@@ -22,6 +22,7 @@ from proctools import (
     finish,
     launch,
     new_tag,
+    tagged_pids,
     wait_for,
     wait_for_no_processes,
 )
@@ -379,3 +380,23 @@ def test_dac_own_modules_are_never_taken_for_a_script_s():
     modules = ScriptModules()
     for name in ("stealing.transport.protocol", "dac.spawn", "launcher.cli"):
         assert modules._is_script(name, importlib.import_module(name)) is None, name
+
+
+def test_ctrl_c_during_dac_up_leaves_no_tree(tmp_path, monkeypatch):
+    """The server runs in a session of its own (a Ctrl-C in the terminal does not reach
+    it): `dac up` interrupted while its leaves start stops the server it started."""
+    from dac import warm_tree as warm
+    folder = str(tmp_path / "tree")
+    monkeypatch.setenv("DAC_TREE_DIR", folder)     # launch's environment takes it
+    tag = new_tag()
+    proc = launch([DAC, "up", "--procs", "2"], tag, cwd=ROOT)
+    def servers():
+        return [p for p in tagged_pids(tag, python_only=True) if warm._is_server(p)]
+
+    assert wait_for(servers, 60)
+    time.sleep(0.3)                                 # its tree is being spawned
+    os.killpg(proc.pid, signal.SIGINT)              # what a terminal's Ctrl-C does
+    code, out, err, seconds = finish(proc, 60)
+    assert code not in (0, None) and seconds < 30, (code, out, err)
+    assert wait_for_no_processes(tag, timeout=15) == {}
+    assert servers() == [] and warm.status() is None

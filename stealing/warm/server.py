@@ -88,7 +88,10 @@ class TreeServer:
 
     # life cycle ----------------------------------------------------------------
     def start(self) -> None:
-        """Spawn the tree, wait for every leaf, then listen and write the tree file."""
+        """Spawn the tree, wait for every leaf, then listen and write the tree file.
+        SIGTERM (``dac up`` interrupted) ends a start too, taking down what it
+        spawned so far (the default action would leave the tree behind)."""
+        signal.signal(signal.SIGTERM, _raise_exit)
         self.sched = self._fresh_tree()
         path = os.path.join(self.folder, W.SOCKET_FILE)
         if os.path.lexists(path):
@@ -111,8 +114,12 @@ class TreeServer:
         """A new tree, spawned and ready; what its tasks print goes to the holder."""
         sched = self.make_scheduler()
         sched.output = self.output.append       # what tasks print goes to the holder
-        sched.start()
-        sched.wait_ready()
+        try:
+            sched.start()
+            sched.wait_ready()
+        except BaseException:
+            sched.stop()
+            raise
         return sched
 
     def close(self) -> None:
