@@ -60,7 +60,7 @@ class SerialContext:
     __slots__ = ("depth",)
 
     depth: int
-    lists = False       # (its own fast path for ``sync(kids)``: ``sync``)
+    whole_sync = False  # (its own fast paths are ``dac.context.sync``'s)
 
     def __init__(self, depth: int = 0) -> None:
         self.depth = depth
@@ -206,17 +206,17 @@ def sync(*futures: Any) -> Any:
     elif current is None:
         raise SyncError("sync() called outside a spawned call: use it inside a function "
                         "decorated with @dac.spawn")
-    elif current.lists and len(futures) == 1 and futures[0].__class__ is list:
-        # sync(kids) in a leaf: one loop (only StealableContext says lists)
-        return current.sync_list(futures[0])    # type: ignore[union-attr]
+    elif current.whole_sync:
+        # a leaf's context (dac.stealable) takes every form of the call as it came
+        return current.sync(futures)
     if not futures:
         return None if isinstance(current, SerialContext) else current.sync_all()
     if len(futures) == 1 and not isinstance(futures[0], Future):
-        return _sync_list(current, futures[0])
+        return sync_iterable(current, futures[0])
     return current.sync(futures)
 
 
-def _sync_list(current: Context, group: Any) -> list:
+def sync_iterable(current: Context, group: Any) -> list:
     """``sync(kids)``: the values of an iterable of futures, as a list."""
     if isinstance(group, (str, bytes)) or not hasattr(group, "__iter__"):
         raise SyncError(f"sync() takes futures returned by @spawn functions, or one "

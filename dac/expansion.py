@@ -117,7 +117,7 @@ class Task:
 class Expansion:
     """The context of the root's passes over the top of the recursion."""
 
-    lists = False       # (``sync(kids)`` goes the general way: ``context.sync``)
+    whole_sync = False  # (``sync(kids)`` goes the general way: ``context.sync``)
 
     def __init__(self, auto_depth: int,
                  sink: Callable[[Expansion], None] | None = None,

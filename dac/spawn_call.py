@@ -74,6 +74,10 @@ class _Unset:
 
 
 UNSET = _Unset()
+# the keyword arguments of every deque entry whose call has none: one dict, never
+# changed (an entry's call is read, passed on with ``**`` or trimmed into a new dict),
+# not a new empty dict per spawn
+NO_KEYWORDS: dict[str, Any] = {}
 
 
 class Parts(NamedTuple):
@@ -155,12 +159,14 @@ def _parts(sig: inspect.Signature, space: dict[str, Any]) -> Parts:
     if star:
         params.append(star)
     args, kwargs = _tuple(positional), "{" + ", ".join(keywords) + "}"
+    space["_dac_NOKW"] = NO_KEYWORDS
     given = f"{args}, {kwargs}"
     if "=_dac_D" in ", ".join(params):
         space["_dac_given"] = _giver(sig)
         given = f"*_dac_given({given})"
+    entry_kwargs = "{" + ", ".join(filled_keywords) + "}"
     return Parts(", ".join(params), ", ".join(forward), _tuple(filled),
-                 "{" + ", ".join(filled_keywords) + "}", given, extra,
+                 "_dac_NOKW" if entry_kwargs == "{}" else entry_kwargs, given, extra,
                  ", ".join(positional + ["*_dac_extra"]))
 
 

@@ -139,7 +139,7 @@ def grain_depth(target: int, branching: int) -> int:
 class StealableContext:
     """The ``@spawn`` context of tasks on one leaf (one per leaf process)."""
 
-    lists = True        # ``sync(kids)`` of a list comes to ``sync_list``
+    whole_sync = True   # ``dac.context.sync`` hands every call to ``sync`` as given
 
     def __init__(self, worker: Worker, keep: int = KEEP) -> None:
         self.worker = worker
@@ -251,20 +251,59 @@ class StealableContext:
         self.counting = False
 
     def sync(self, futures: Sequence[Any]) -> Any:
-        """``sync(f, ...)``: run or wait for each future, newest entries first."""
-        self._settle(futures)
+        """Every ``sync(...)`` in a leaf, its arguments as given (``dac.context.sync``
+        hands them all here: one call less on the path of every internal node of a
+        recursion). Run or wait for each future, newest entries first; ``sync(kids)``
+        of one list gives a list."""
+        group = futures
+        if len(futures) == 1 and futures[0].__class__ is list:
+            group = futures[0]
+        for f in group:
+            if f.__class__ is not Entry and f.__class__ is not Future:
+                return self._sync_other(futures)
+        d = self.deque
+        for f in group:
+            while f._value is _PENDING:
+                if not d:                   # split off to another leaf: wait for it
+                    self.worker.wait(f.done)
+                    continue
+                # self._run(d.pop()), inlined: the loop of every sync(f, ...) on a leaf
+                entry = d.pop()
+                if _clock() - self.last_poll >= POLL_S:
+                    self._poll()
+                self.full = False
+                sf, args, kwargs = entry._call
+                saved = self.base
+                self.base = base = self.seq
+                self.level += 1
+                value = sf.fn(*args, **kwargs) if kwargs else sf.fn(*args)
+                if (d and d[-1].seq >= base) or self.stolen_top >= base:
+                    self._drain(base)
+                self.base = saved
+                self.level -= 1
+                entry._value = value
         # (no generator for one or two: it cost about 100 ns a spawn)
-        if len(futures) == 1:
-            return futures[0]._value
         if len(futures) == 2:
             return futures[0]._value, futures[1]._value
+        if group is not futures:
+            return [f._value for f in group]
+        if len(futures) == 1:
+            return futures[0]._value
+        if not futures:
+            return self.sync_all()
         return tuple([f._value for f in futures])
 
-    def sync_list(self, group: list) -> list:
-        """``sync(kids)`` of a list of futures: their values, as a list (no copies of
-        the list on the way)."""
-        self._settle(group)
-        return [f._value for f in group]
+    def _sync_other(self, futures: Sequence[Any]) -> Any:
+        """``sync(kids)`` of an iterable other than a list, futures of a subclass,
+        or a mistake (``SyncError``)."""
+        if len(futures) == 1 and not isinstance(futures[0], Future):
+            if futures[0].__class__ is list:       # holding something else
+                self._settle(futures[0])
+            return context.sync_iterable(self, futures[0])
+        self._settle(futures)
+        if len(futures) == 1:
+            return futures[0]._value
+        return tuple([f._value for f in futures])
 
     def _settle(self, futures: Sequence[Any]) -> None:
         """Run or wait for each of ``futures``, newest entries first."""

@@ -271,3 +271,32 @@ def split_while_counting(n: int, ctx, log: list) -> int:
             log.append(ctx.split(1))
     sync()
     return sum(f.result() for f in futures)
+
+
+@spawn(depth=0)
+def sync_forms(n: int) -> tuple:
+    """Every form of ``sync`` a leaf takes, each over entries made just before it:
+    two, three, one future; a list, a tuple, a generator, an empty list; then
+    ``sync()`` (with ``result()``) and a list holding something else."""
+    two = sync(ident(1), ident(2))
+    three = sync(ident(3), ident(4), ident(5))
+    one = sync(ident(6))
+    as_list = sync([ident(i) for i in range(n)])
+    as_tuple = sync(tuple(ident(i) for i in range(n)))
+    as_generator = sync(ident(i) for i in range(n))
+    empty = sync([])
+    kids = [ident(7), ident(8)]
+    sync()
+    return two, three, one, as_list, as_tuple, as_generator, empty, \
+        [k.result() for k in kids]
+
+
+@spawn(depth=0)
+def sync_mistake(form: str):
+    """``sync`` given something that is not a future, in the form ``form``."""
+    f = ident(1)
+    if form == "list":
+        return sync([f, 2])
+    if form == "pair":
+        return sync(f, "two")
+    return sync(3)

@@ -199,6 +199,28 @@ def test_a_sync_that_runs_slow_entries_polls_by_the_clock():
     assert worker.polls >= 30            # 100 ms of naps, a poll every ~2 ms
 
 
+def test_every_form_of_sync_in_a_leaf():
+    """``dac.context.sync`` hands a leaf's context every call as it came: the pair,
+    three, one future, one list (a list back), any other iterable (a list back),
+    ``sync()``; with and without peers (entries or plain calls)."""
+    from dac.stealable import StealableContext
+    want = ((1, 2), (3, 4, 5), 6, [0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 3], [], [7, 8])
+    for worker in (_Worker(), _Peer()):
+        ctx = StealableContext(worker)
+        assert ctx.run_task(nest.sync_forms, (4,), {}, 0, False) == want
+    assert nest.sync_forms(4) == want                       # the elision
+
+
+@pytest.mark.parametrize("form, named", [("list", "int 2"), ("pair", "str 'two'"),
+                                         ("one", "int 3")])
+def test_sync_of_a_non_future_in_a_leaf(form, named):
+    from dac import SyncError
+    from dac.stealable import StealableContext
+    ctx = StealableContext(_Peer())
+    with pytest.raises(SyncError, match=f"got {named}"):
+        ctx.run_task(nest.sync_mistake, (form,), {}, 0, False)
+
+
 def test_a_thief_takes_the_oldest_half_of_the_entries():
     """However few it asks for: on a spine of 3 ms levels, batches of 50 ms made nine
     steals, each an idle round trip for the thief (1.58-1.61x the elision); half the
