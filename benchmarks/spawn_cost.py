@@ -2,8 +2,9 @@
 
 A leaf runs its task in a ``dac.stealable.StealableContext``: a ``@spawn`` call is a
 plain call (a leaf alone, or its deque already full) or a deque *entry* (a leaf with
-other leaves in its run: every spawn, so that thieves find the shallowest calls). This
-measures both in this process, with a stand-in for the leaf's worker (no MPI, nothing
+other leaves in its run: the spawns near the top of the task, so that thieves find
+the shallowest calls; here the task's top makes every call). This measures both in
+this process, with a stand-in for the leaf's worker (no MPI, nothing
 stolen: the cost of the bookkeeping only), beside the same code outside ``dac.run``:
 
   call         ``f(i)`` spawned and dropped (a plain call's cost; entries pile up on
@@ -36,7 +37,7 @@ import uts  # noqa: E402
 
 import dac  # noqa: E402
 from dac import context  # noqa: E402
-from dac.stealable import StealableContext  # noqa: E402
+from dac.stealable import EVERY, StealableContext  # noqa: E402
 from stealing.host.stack import on_fresh_stack  # noqa: E402
 
 
@@ -102,6 +103,7 @@ def promotion_ns(repeat, n):
     times = []
     for _ in range(repeat):
         ctx = StealableContext(StandIn(True))
+        ctx.horizon = EVERY                 # every spawn an entry (a leaf owing a thief)
         saved, context.state.current = context.state.current, ctx
         try:
             for i in range(n):

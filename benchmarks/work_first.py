@@ -9,9 +9,9 @@ its plain-Python twin (the same search without dac):
 (both on a fresh stretch of the interpreter's frame stack, as a leaf serves: UTS T3's
 elision took 7.7 s so and over 9 s where its recursion met the end of one of
 CPython's frame chunks; ``stealing.host.stack``)
-  leaf        the program run in this process as a leaf with peers runs a task (every
-              spawn a deque entry; nothing stolen: ``benchmarks/spawn_cost.py``'s
-              stand-in for the leaf's worker), once
+  leaf        the program run in this process as a leaf with peers runs a task (deque
+              entries near the top of the task, plain calls below; nothing stolen:
+              ``benchmarks/spawn_cost.py``'s stand-in for the leaf's worker), once
   dac         ``dac.run_report`` on ``--procs`` leaves, a fresh tree each time: the
               whole call (start-up included) and the computation alone (``elapsed_s``
               less ``startup_s``), and the leaves' CPU during the job
@@ -31,10 +31,11 @@ elements: the array travels to the leaves).
 
 Per program the table gives the spawn's cost over a plain call in the elision and in a
 leaf ((time - plain) / spawns), the work inflation (the leaves' CPU over the elision's
-time), and dac's speed-ups over the elision and over plain (best of ``--repeat``; the
-range over the repetitions is in the JSON). Below it, what one promotion costs (a deque
-entry made a task for a thief: its call pickled). The last line is one JSON object
-with every figure.
+time), dac's speed-ups over the elision and over plain (best of ``--repeat``; the
+range over the repetitions is in the JSON), and the promotions a second (spawns the
+leaves handed to thieves, over the computation's time). Below it, what one promotion
+costs (a deque entry made a task for a thief: its call pickled). The last line is one
+JSON object with every figure.
 
 Run:  python benchmarks/work_first.py                 # the issue's sizes, 3 repetitions
       python benchmarks/work_first.py --small --repeat 2 --tuned 1 2 3
@@ -260,7 +261,7 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
             tuned: list[int]) -> dict:
     sf, args, plain, spawns = entry
     rows: dict[str, list[float]] = {"plain": [], "elision": [], "whole": [], "compute": [],
-                                    "leaves_cpu": []}
+                                    "leaves_cpu": [], "promoted": []}
     rows.update({f"depth={d}": [] for d in tuned})
     want = None
     wrong = []
@@ -275,6 +276,7 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
         rows["whole"].append(time.perf_counter() - t0)
         rows["compute"].append(report.elapsed_s - report.stats["startup_s"])
         rows["leaves_cpu"].append(leaves_cpu(report))
+        rows["promoted"].append(report.stats["split_given"])
         wrong += [("dac", report.result)] if report.result != want else []
         for d in tuned:
             report = dac.run_report(sf, *args, procs=procs, depth=d)
@@ -282,6 +284,8 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
             wrong += [(f"depth={d}", report.result)] if report.result != want else []
     leaf_s, got = timed(in_leaf, True, sf, args)
     wrong += [("leaf", got)] if got != want else []
+    promoted = rows.pop("promoted")             # (counts: spawns handed to thieves)
+    promotions = [n / t for n, t in zip(promoted, rows["compute"])]
     best = {k: min(v) for k, v in rows.items()}
     r = {"program": name, "spawns": spawns, "answer": repr(want), "wrong": repr(wrong),
          "seconds": {k: [round(x, 4) for x in v] for k, v in rows.items()},
@@ -294,7 +298,9 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
          "speedup_whole": round(best["elision"] / best["whole"], 3),
          "over_plain_whole": round(best["plain"] / best["whole"], 3),
          "speedup_compute_range": [round(min(rows["elision"]) / max(rows["compute"]), 3),
-                                   round(max(rows["elision"]) / min(rows["compute"]), 3)]}
+                                   round(max(rows["elision"]) / min(rows["compute"]), 3)],
+         "promoted": promoted,
+         "promotions_per_s": [round(min(promotions)), round(max(promotions))]}
     if tuned:
         depth = min(tuned, key=lambda d: best[f"depth={d}"])
         r["best_depth"] = depth
@@ -324,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{top:.2f}x one alone (best of {' '.join(f'{t:.2f}' for t in tops)})")
     print(f"{'program':22s}{'spawns':>10s}{'ns/spawn':>10s}{'in a leaf':>11s}"
           f"{'inflation':>11s}{'elision/plain':>15s}{'dac/elision':>13s}"
-          f"{'of ceiling':>12s}{'whole/plain':>13s}"
+          f"{'of ceiling':>12s}{'whole/plain':>13s}{'promoted/s':>12s}"
           + (f"{'default/tuned':>15s}" if args.tuned else ""))
     results, failed = [], False
     for name, entry in progs.items():
@@ -338,13 +344,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:22s}{r['spawns']:>10d}{ns}"
               f"{r['inflation']:>11.2f}{r['elision_over_plain']:>15.2f}"
               f"{r['speedup_compute']:>13.2f}{r['speedup_compute'] / top:>12.2f}"
-              f"{r['over_plain_whole']:>13.2f}{tuned}"
+              f"{r['over_plain_whole']:>13.2f}"
+              f"{'-'.join(str(x) for x in sorted(set(r['promotions_per_s']))):>12s}{tuned}"
               + ("   WRONG " + r["wrong"] if r["wrong"] != "[]" else ""))
     promoted = promotion_ns(max(1, args.repeat), 2000 if args.quick else 20000)
-    print("ns/spawn: over a plain call, in the elision and in a leaf with peers (every "
-          "spawn a deque entry); inflation: the leaves' CPU over the elision's time; "
-          "dac/elision: the computation alone (best of the repetitions); whole/plain: "
-          "plain Python over dac's whole call, start-up included"
+    print("ns/spawn: over a plain call, in the elision and in a leaf with peers (entries "
+          "near the top of a task, plain calls below); inflation: the leaves' CPU over "
+          "the elision's time; dac/elision: the computation alone (best of the "
+          "repetitions); whole/plain: plain Python over dac's whole call, start-up "
+          "included; promoted/s: spawns handed to thieves a second (range)"
           + ("; default/tuned: the default's computation over the best depth=" if
              args.tuned else ""))
     print(f"a promotion (a deque entry made a task for a thief): {promoted:.0f} ns")

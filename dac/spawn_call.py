@@ -42,7 +42,7 @@ def __call__(_dac_sf, {params}):
     if _dac_ctx.__class__ is _dac_Stealable:
         _dac_ctx.countdown -= 1
         if _dac_ctx.countdown > 0 and not _dac_sf.grain_fixed:
-            if _dac_ctx.direct:
+            if _dac_ctx.level < _dac_ctx.horizon:
                 _dac_f = _dac_new(_dac_Entry)
                 _dac_f._value = _dac_PENDING
                 _dac_f._call = (_dac_sf, {args}, {kwargs})

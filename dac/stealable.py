@@ -9,21 +9,26 @@ calls and so the largest pieces of work: the leaf's worker asks for them with
 ``split``, and the results come back through ``deliver``. A ``sync`` on an entry that
 was stolen lets the worker run other work until its result is back (``Worker.wait``).
 
-The grain: an entry costs about a microsecond more than a plain call. On a leaf with
-other leaves in its run (``worker.has_peers``) every spawn is an entry, as in Satin:
-the deque then holds the unstarted siblings all along the running path, and the
-oldest, the shallowest, is the biggest piece a thief can get. Keeping only a few
-entries (the spawns made while the deque was short) hands thieves whatever the leaf
-spawned last, deep in the tree: on UTS T3 a thief got one node at a time and two
-leaves ran at 1.1x the elision, against 1.6x with every spawn an entry (which costs
-about 1.2x on one leaf for a spawn per node: the entry is pushed by
-``SpawnFunction.__call__`` itself and run by ``sync_all``'s own loop, no method call
-for either). Making only some spawns entries (every k-th) was tried and dropped: a
-plain call runs its whole subtree before its later siblings even exist, so on T3 a
-thief found only deep, small entries (thousands of steals, the leaves idle half the
-run). A leaf alone has no thief: a call
-becomes an entry only while the deque holds fewer than ``KEEP`` entries, or when the
-worker owes a thief work (asked while the deque was empty: the next spawn pays).
+The grain (lazy task creation, after Mohr, Kranz and Halstead): an entry costs about
+half a microsecond more than a plain call, so a leaf makes entries only where thieves
+need them. On a leaf with other leaves in its run (``worker.has_peers``), a spawn is
+an entry while it is made less than ``HORIZON`` levels below its task's top call
+(``horizon``, a level of this leaf's stack); deeper, it is a plain call, as in the
+serial elision. The deque then holds the unstarted siblings along the top of the
+running path: the oldest, the shallowest, is the biggest piece a thief can get, and a
+task a thief takes has top levels of its own. When a thief asks and the deque is
+empty (the leaf runs a plain call below the horizon), every spawn is an entry
+(``EVERY``) until a poll ``POLL_S`` later pays the thief the oldest half of those made
+meanwhile (``_due``): the spawns of the running call, and of its callers as they
+return. Then the horizon is back where the task's top put it (``_place_horizon``). Spawns that come slowly (``SLOW``) are all entries: beside
+work of a millisecond a spawn, an entry costs nothing. Measured on 2 leaves (``benchmarks/work_first.py``), fib 32
+ran at 0.65-0.69x its elision with every spawn an entry, and at 1.43x so. Making
+spawns entries by the number of entries on the deque instead (while it holds fewer
+than ``KEEP``, or every k-th spawn) was tried and dropped: a plain call runs its whole
+subtree before its later siblings even exist, so a thief found only deep, small
+entries (UTS T3: one node a steal, 1.1x the elision). A leaf alone has no thief: a
+call becomes an entry only while the deque holds fewer than ``KEEP`` entries, or when
+the worker owes a thief work (asked while the deque was empty: the next spawn pays).
 The grain of a function with ``cutoff=`` or ``leaf=`` (``grain_fixed``): its calls
 above the grain are entries like any other; a call at the grain (its ``cutoff``
 holds, it is ``depth=`` deep, or for ``leaf=`` alone, as deep as the run needs for
@@ -64,6 +69,9 @@ if TYPE_CHECKING:
     from .spawn import SpawnFunction
 
 KEEP = 2            # entries the deque keeps on a leaf alone (see the docstring)
+HORIZON = 4         # levels of each task whose spawns are entries, on a leaf with peers
+EVERY = sys.maxsize     # a horizon below every level: every spawn an entry
+SLOW = 32           # spawns between two polls (2 ms) at or under which each is an entry
 MAX_GRAIN_DEPTH = 48    # as the root's automatic depth (dac.expansion.MAX_AUTO_DEPTH)
 POLL_S = 2e-3       # how often a running task lets its worker read messages (a probe costs ~10-60 µs)
 
@@ -151,6 +159,7 @@ class StealableContext:
         self.stolen_top = -1            # the newest seq of those, -1: none
         self.next_number = 0
         self.owed = 0                   # tasks a thief asked for while nothing was here
+        self.owed_at = 0.0              # ... since then (the clock)
         self.depth = 0                  # recursion depth of the running task's root
         self.level = 0                  # calls under way on this stack (see sync_all)
         self.origin = 0                 # level - origin: the depth of a call made now
@@ -167,19 +176,20 @@ class StealableContext:
         self.countdown = 1              # spawns until the next poll ...
         self.interval = 1               # ... and between two polls, sized by the clock
         self.last_poll = time.perf_counter()
-        # other leaves may steal: every spawn is an entry (see the docstring)
+        # other leaves may steal: spawns above the horizon are entries (docstring)
         self.eager = bool(getattr(worker, "has_peers", False))
-        # True while a spawn is a plain call: not eager, the deque holds ``keep``
-        # entries and no thief is owed any. SpawnFunction.__call__ reads it (and
-        # ``countdown``) itself, so a plain call costs no call of ``call``.
-        self.full = keep <= 0 and not self.eager
-        # True while SpawnFunction.__call__ may push an entry itself: every spawn is
-        # an entry and no thief is owed work (paying one goes through ``call``)
-        self.direct = self.eager
+        # a spawn made at a level above this one is an entry (SpawnFunction.__call__
+        # pushes it itself); -1 on a leaf alone, which keeps ``keep`` entries instead
+        self.horizon = -1
+        self.top_horizon = -1           # ... where the running task's top puts it
+        # True while a spawn below the horizon may be a plain call: eager, or the
+        # deque holds ``keep`` entries and no thief is owed any.
+        # SpawnFunction.__call__ reads it (and ``countdown``) itself, so a plain call
+        # costs no call of ``call``.
+        self.full = self.eager or keep <= 0
 
     def _update(self) -> None:
-        self.full = len(self.deque) >= self.keep and not self.owed and not self.eager
-        self.direct = self.eager and not self.owed
+        self.full = self.eager or (len(self.deque) >= self.keep and not self.owed)
 
     # the spawn path (SpawnFunction.__call__ makes plain calls itself) -------------
     def call(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Future:
@@ -190,7 +200,8 @@ class StealableContext:
         run: SpawnFunction | Grain = sf
         if sf.grain_fixed and not self.serial:  # (below a call at its grain: plain)
             run = self._grain_of(sf, args, kwargs)
-        if self.full or self.serial and sf.grain_fixed:
+        if self.serial and sf.grain_fixed or self.full and self.level >= self.horizon \
+                and not (self.eager and sf.grain_fixed):
             self.level += 1
             try:
                 return Future(run.fn(*args, **kwargs))
@@ -203,7 +214,7 @@ class StealableContext:
         entry.seq = self.seq
         self.seq += 1
         self.deque.append(entry)
-        if self.owed:
+        if self.owed and self._due(_clock()):
             self._pay()
         if not self.eager:                  # _update, inlined on the spawn path
             self.full = len(self.deque) >= self.keep and not self.owed
@@ -267,11 +278,12 @@ class StealableContext:
                 if not d:                   # split off to another leaf: wait for it
                     self.worker.wait(f.done)
                     continue
-                # self._run(d.pop()), inlined: the loop of every sync(f, ...) on a leaf
-                entry = d.pop()
+                # self._run_next(), inlined: the loop of every sync(f, ...) on a leaf
                 if _clock() - self.last_poll >= POLL_S:
                     self._poll()
-                self.full = False
+                    continue
+                entry = d.pop()
+                self.full = self.eager
                 sf, args, kwargs = entry._call
                 saved = self.base
                 self.base = base = self.seq
@@ -315,7 +327,7 @@ class StealableContext:
         for f in futures:
             while f._value is _PENDING:
                 if d:
-                    self._run(d.pop())
+                    self._run_next()
                 else:                       # split off to another leaf: wait for it
                     self.worker.wait(f.done)
 
@@ -325,11 +337,12 @@ class StealableContext:
         syncing) run here; then it waits for those that thieves took."""
         d, level = self.deque, self.level
         while d and d[-1].level >= level:
-            # _run(d.pop()), inlined: the loop of every sync() of a leaf with peers
-            entry = d.pop()
+            # _run_next(), inlined: the loop of every sync() of a leaf with peers
             if _clock() - self.last_poll >= POLL_S:
                 self._poll()
-            self.full = False
+                continue
+            entry = d.pop()
+            self.full = self.eager
             sf, args, kwargs = entry._call
             saved = self.base
             self.base = base = self.seq
@@ -347,14 +360,19 @@ class StealableContext:
                 if entry._value is _PENDING:
                     self.worker.wait(entry.done)
 
-    def _run(self, entry: Entry) -> None:
-        """Run an entry (just popped) here, as a scope of its own. Before it, a look
-        at the clock (a few tens of ns beside the entry's microseconds): a sync that
-        runs entries which spawn nothing (the leaves of the recursion, after a fast
-        descent made the spawn count between polls large) still reads messages."""
+    def _run_next(self) -> None:
+        """Run the newest entry here, as a scope of its own; or, once ``POLL_S`` has
+        passed, read messages instead and let the caller look again (a thief may
+        have taken it). The look at the clock (a few tens of ns beside the entry's
+        microseconds) keeps a sync that runs entries which spawn nothing (the leaves
+        of the recursion, after a fast descent made the spawn count between polls
+        large) reading messages. Read before the entry is taken: a call spawned just
+        before a long nap, then synced, went to a thief that asked meanwhile."""
         if _clock() - self.last_poll >= POLL_S:
             self._poll()
-        self.full = False
+            return
+        entry = self.deque.pop()
+        self.full = self.eager
         sf, args, kwargs = entry._call
         # (no try/finally: a failure ends the task, and run_task puts the level and
         # the scope back)
@@ -374,7 +392,7 @@ class StealableContext:
         deque are its newest."""
         d = self.deque
         while d and d[-1].seq >= base:
-            self._run(d.pop())
+            self._run_next()
         if self.stolen_top >= base:
             self.worker.wait(lambda: self.stolen_top < base)
 
@@ -389,9 +407,10 @@ class StealableContext:
         fit = int(self.interval * POLL_S / spent) if spent > 0 else 1 << 16
         self.interval = max(1, min(1 << 16, 2 * self.interval, fit))
         self.countdown = self.interval
-        if self.owed and self.deque:        # what the spawns since the split made
+        if self.owed and self.deque and self._due(now):   # what spawns made since
             self._pay()
         self.worker.poll()
+        self._place_horizon()
         self._update()
 
     # a task --------------------------------------------------------------------
@@ -405,11 +424,15 @@ class StealableContext:
         ``grain``: the grain depth a worker fixed for the run."""
         saved_state, saved_base, saved_depth = context.state.current, self.base, self.depth
         saved_level, saved_origin, saved_serial = self.level, self.origin, self.serial
+        saved_horizon, saved_top = self.horizon, self.top_horizon
         context.state.current = self
         self.base = base = self.seq
         self.depth = depth
         self.origin = self.level - depth
         self.level += 1
+        if self.eager:
+            self.top_horizon = self.level + HORIZON
+            self._place_horizon()
         if target is not None:              # the run's top call: a new grain
             self.target, self.grain, self.top_calls = target, None, 0
             self.counting = False
@@ -433,6 +456,7 @@ class StealableContext:
             raise
         finally:
             self.level, self.origin, self.serial = saved_level, saved_origin, saved_serial
+            self.horizon, self.top_horizon = saved_horizon, saved_top
             context.undeeper()
             context.state.current, self.base, self.depth = (saved_state, saved_base,
                                                            saved_depth)
@@ -458,6 +482,7 @@ class StealableContext:
         the deque makes 1-2 steals and 1.65-1.79x."""
         if want <= 0:
             self.owed = 0
+            self._place_horizon()
             self._update()
             return []
         if self.counting:                   # the grain is not fixed yet: owed
@@ -466,17 +491,45 @@ class StealableContext:
             return []
         out = self._take(want)
         self.owed = 0 if out else want
+        if not out:                 # every spawn an entry until it is paid
+            self.owed_at = _clock()
+            self._place_horizon()
         self._update()
         return out
+
+    def _due(self, now: float) -> bool:
+        """A split owed is paid now: on a leaf alone at once, with the next spawn;
+        with peers ``POLL_S`` after it was asked, from the spawns made meanwhile.
+        On a spine (a level of 3 ms of work beside the rest of the spine), paid at
+        the next spawn the thief got one level at a time (1.21x the elision on 2
+        leaves); a poll later, the leaf has made the whole spine entries."""
+        return not self.eager or now - self.owed_at >= POLL_S
 
     def _pay(self) -> None:
         if self.counting:                   # owed until the grain is fixed
             return
         want, self.owed = self.owed, 0
-        self.direct = self.eager
         given = self._take(want)
+        self._place_horizon()
         if given:
             self.worker.offer(given)
+
+    def _place_horizon(self) -> None:
+        """Where spawns turn plain calls, on a leaf with peers: nowhere (``EVERY``)
+        while a thief is owed work, or while spawns are slow (``SLOW`` or fewer
+        between two polls: an entry's half microsecond is nothing beside them, and
+        a comb's spine of 3 ms levels is all there to steal); else ``HORIZON``
+        levels below the task's top call. Every spawn an entry from a thief's
+        first empty-handed request to the end of the task ran fib 32 on 2 leaves
+        at 1.11x its elision, not 1.43x: a leaf's first task lasts the whole run;
+        ``HORIZON`` levels below the call running when the thief was paid, every
+        spawn of Langford 9 was an entry."""
+        if not self.eager:
+            return
+        if self.owed or self.interval <= SLOW:
+            self.horizon = EVERY
+        else:
+            self.horizon = self.top_horizon
 
     def _take(self, want: int) -> list:
         d = self.deque

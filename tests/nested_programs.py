@@ -300,3 +300,12 @@ def sync_mistake(form: str):
     if form == "pair":
         return sync(f, "two")
     return sync(3)
+
+
+@spawn(depth=0)
+def binary(depth: int) -> int:
+    """A binary tree ``depth`` deep, both halves spawned: returns 2**depth."""
+    if depth == 0:
+        return 1
+    a, b = sync(binary(depth - 1), binary(depth - 1))
+    return a + b

@@ -52,6 +52,9 @@ def test_work_first_measures_every_program_with_right_answers():
     for r in rows.values():
         assert set(r["seconds"]) == {"plain", "elision", "whole", "compute", "leaves_cpu",
                                      "depth=1"}
+        assert len(r["promoted"]) == 1 and r["promoted"][0] >= 0
+        low, high = r["promotions_per_s"]
+        assert 0 <= low <= high
         assert r["speedup_compute"] > 0 and r["elision_over_plain"] > 0
         assert r["inflation"] > 0 and r["leaf_s"] > 0 and r["best_depth"] == 1
     assert "ceiling: two copies" in out and "a promotion" in out

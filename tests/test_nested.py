@@ -221,6 +221,84 @@ def test_sync_of_a_non_future_in_a_leaf(form, named):
         ctx.run_task(nest.sync_mistake, (form,), {}, 0, False)
 
 
+def _warm(ctx):
+    """``ctx`` as on a leaf whose spawns come fast (thousands between two polls)."""
+    ctx.interval = 1 << 12
+    return ctx
+
+
+def test_a_leaf_with_peers_makes_entries_only_at_the_top_of_a_task():
+    """Spawns made less than ``HORIZON`` levels below the task's top call are entries,
+    deeper ones plain calls (with every spawn an entry, fib 32 ran at 0.65-0.69x its
+    elision on 2 leaves, and Langford 12 at 1.42x against a ceiling of 1.9-2.0x)."""
+    from dac.stealable import HORIZON, StealableContext
+    ctx = _warm(StealableContext(_Peer()))
+    assert ctx.run_task(nest.binary, (10,), {}, 0, False) == 1024
+    assert ctx.seq == 2 ** (HORIZON + 1) - 2          # of 2046 spawns
+    ctx = _warm(StealableContext(_Peer()))  # a thief's task: top levels of its own
+    assert ctx.run_task(nest.binary, (3,), {}, 5, False) == 8
+    assert ctx.seq == 14
+
+
+def test_slow_spawns_are_all_entries():
+    """Spawns a millisecond apart are entries at any depth: beside the work between
+    them an entry costs nothing, and thieves find all of it (a tree of naps)."""
+    from dac.stealable import StealableContext
+    ctx = StealableContext(_Peer())
+    assert ctx.run_task(nest.sleep_tree, (6, 1.0), {}, 0, False) == 64
+    assert ctx.seq == 126                           # every spawn
+
+
+class _Thief(_Peer):
+    """A stand-in whose thief asks for work at every poll until the leaf has none to
+    give, keeps what it is given or paid, and answers it when a sync waits: a
+    ``binary(d)`` call is worth 2**d."""
+
+    def __init__(self):
+        super().__init__()
+        self.ctx, self.given, self.paid, self.owed_at = None, [], [], []
+        self.horizons = []                  # the leaf's horizon as it pays
+
+    def poll(self):
+        super().poll()
+        if self.owed_at or self.polls == 1:     # (the first: the task's first spawn)
+            return
+        got = self.ctx.split(1)
+        if got:
+            self.given.extend(got)
+        else:
+            self.owed_at.append(self.ctx.level)
+
+    def offer(self, tasks):
+        self.paid.extend(tasks)
+        self.horizons.append(self.ctx.horizon)
+
+    def wait(self, done):
+        from dac import task_call
+        from dac.serialize import dumps
+        self.ctx.deliver([(tid, dumps(2 ** task_call.read(payload).args[0], "a result"))
+                          for tid, payload in self.given + self.paid
+                          if tid[1] in self.ctx.stolen])
+        assert done()
+
+
+def test_a_thief_that_finds_no_entry_is_paid_from_spawns_made_since():
+    """A thief that asks while the leaf runs a plain call below the horizon gets
+    nothing then (owed); every spawn is an entry until a poll ``POLL_S`` later pays
+    the oldest half of them: calls made below the first horizon, plain calls until a
+    thief needed them. Then the horizon is back."""
+    from dac import task_call
+    from dac.stealable import EVERY, HORIZON, StealableContext
+    worker = _Thief()
+    ctx = worker.ctx = _warm(StealableContext(worker))
+    assert ctx.run_task(nest.binary, (20,), {}, 0, False) == 2 ** 20
+    assert worker.given and worker.owed_at and worker.paid
+    assert worker.owed_at[0] > HORIZON              # asked below the horizon
+    sizes = [task_call.read(p).args[0] for _, p in worker.paid]
+    assert max(sizes) < 20 - HORIZON                # promoted from below it
+    assert EVERY not in worker.horizons and not ctx.owed
+
+
 def test_a_thief_takes_the_oldest_half_of_the_entries():
     """However few it asks for: on a spine of 3 ms levels, batches of 50 ms made nine
     steals, each an idle round trip for the thief (1.58-1.61x the elision); half the

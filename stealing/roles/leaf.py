@@ -366,7 +366,7 @@ class Leaf:
     def split(self, want: int) -> None:
         """SPLIT: hand over the newest queued tasks (the queue runs oldest first),
         then, while a task runs, the executor's oldest spawns; a leaf with nothing
-        to give owes the answer until its next spawn (the executor calls ``offer``),
+        to give owes the answer until the executor has some (it calls ``offer``),
         or until it runs out of work: its idle request voids the split."""
         if self.phase is not Phase.WORKING or (not self.tasks and not self.running):
             return          # idle: the request it sent already voided the split
@@ -375,7 +375,7 @@ class Leaf:
         if len(given) < want and self.worker is not None:
             if self.running:
                 got = self.executor.split(want - len(given))
-                self.split_owed = not got       # the executor pays at its next spawn
+                self.split_owed = not got       # the executor pays later (offer)
                 given += got
             else:               # its one queued task has not started: owe from it
                 self.owed = want - len(given)
