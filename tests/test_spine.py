@@ -13,9 +13,13 @@ import spine  # noqa: E402
 
 
 def test_spine_serially_and_on_two_leaves():
-    expected = spine.plain_spine(40, 0.05, 1000)
-    assert spine.spine(40, 0.05, 1000) == expected
-    report = dac.run_report(spine.spine, 40, 0.05, 1000, procs=2)
+    # 40 levels of about 1 ms: the other leaf is up and steals long before they are
+    # done (a thief found empty-handed is paid a poll, 2 ms, later; 40 levels of 2 us
+    # could all be done by then)
+    scale = spine.loops_per_ms()
+    expected = spine.plain_spine(40, 1.0, scale)
+    assert spine.spine(40, 1.0, scale) == expected
+    report = dac.run_report(spine.spine, 40, 1.0, scale, procs=2)
     assert report.result == expected
     assert report.stats["tasks"] >= 2
 
