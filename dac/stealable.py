@@ -273,28 +273,7 @@ class StealableContext:
         for f in group:
             if f.__class__ is not Entry and f.__class__ is not Future:
                 return self._sync_other(futures)
-        d = self.deque
-        for f in group:
-            while f._value is _PENDING:
-                if not d:                   # split off to another leaf: wait for it
-                    self.worker.wait(f.done)
-                    continue
-                # self._run_next(), inlined: the loop of every sync(f, ...) on a leaf
-                if _clock() - self.last_poll >= POLL_S:
-                    self._poll()
-                    continue
-                entry = d.pop()
-                self.full = self.eager
-                sf, args, kwargs = entry._call
-                saved = self.base
-                self.base = base = self.seq
-                self.level += 1
-                value = sf.fn(*args, **kwargs) if kwargs else sf.fn(*args)
-                if (d and d[-1].seq >= base) or self.stolen_top >= base:
-                    self._drain(base)
-                self.base = saved
-                self.level -= 1
-                entry._value = value
+        self._wait_for(group)
         # (no generator for one or two: it cost about 100 ns a spawn)
         if len(futures) == 2:
             return futures[0]._value, futures[1]._value
@@ -324,6 +303,11 @@ class StealableContext:
             if not isinstance(f, Future):
                 raise SyncError(f"sync() takes futures returned by @spawn functions, "
                                 f"got {type(f).__name__} {safe_repr(f)}")
+        self._wait_for(futures)
+
+    def _wait_for(self, futures: Sequence[Future]) -> None:
+        """Run entries here, newest first, until each of ``futures`` is done, or
+        wait for it where a thief took it."""
         d = self.deque
         for f in futures:
             while f._value is _PENDING:
@@ -338,22 +322,7 @@ class StealableContext:
         syncing) run here; then it waits for those that thieves took."""
         d, level = self.deque, self.level
         while d and d[-1].level >= level:
-            # _run_next(), inlined: the loop of every sync() of a leaf with peers
-            if _clock() - self.last_poll >= POLL_S:
-                self._poll()
-                continue
-            entry = d.pop()
-            self.full = self.eager
-            sf, args, kwargs = entry._call
-            saved = self.base
-            self.base = base = self.seq
-            self.level = level + 1
-            value = sf.fn(*args, **kwargs) if kwargs else sf.fn(*args)
-            if (d and d[-1].seq >= base) or self.stolen_top >= base:
-                self._drain(base)
-            self.base = saved
-            self.level = level
-            entry._value = value
+            self._run_next()
         base = self.base
         if self.stolen_top >= base:
             for entry in [e for e in self.stolen.values()
