@@ -25,6 +25,7 @@ import hashlib
 import pickle
 import time
 import traceback
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Tuple
 
@@ -85,9 +86,9 @@ def _fingerprint(args: tuple, kwargs: dict, path: CallPath) -> Any:
     except Exception:                                       # noqa: BLE001
         return None
     digest = hashlib.blake2b(blob, digest_size=16)
-    for buf in bufs:
-        digest.update(buf.raw())
-    return digest.digest()
+    for buf in bufs:    # by CRC-32 (4.3 GB/s here, blake2b 1 GB/s): a digest that tells
+        digest.update(zlib.crc32(buf.raw()).to_bytes(4, "little"))  # passes apart
+    return digest.digest()      # (bytes: a tuple means scalars, see Expansion.call)
 
 
 class Frame:

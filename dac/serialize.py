@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Tuple, cast
 
 from stealing.transport import frames
 from stealing.transport.frames import taker
+from stealing.transport.segments import Gone, consumed
 from stealing.tree.tasks import Blob
 
 from .errors import SerializationError
@@ -229,12 +230,20 @@ def _load_code(data: bytes, filename: str, lines: list[str] | None) -> CodeType:
 
 def loads(blob: Blob) -> Any:
     """The value of a ``dumps``: a stream, or a stream and its buffers. Buffers that
-    came over MPI are used in place; a blob that never left this process (a task
-    the root runs itself) still refers to the caller's arrays, which are copied: a
-    task gets its own arguments wherever it runs."""
+    came from another process are used in place (a shared-memory segment's name is
+    removed now: this process is where it was going); a blob that never left this
+    process (a task the root runs itself) still refers to the caller's arrays, which
+    are copied: a task gets its own arguments wherever it runs."""
     if type(blob) is tuple:
-        return pickle.loads(blob[0], buffers=[
-            bytearray(b) if type(b) is pickle.PickleBuffer else b for b in blob[1:]])
+        parts = [bytearray(b) if type(b) is pickle.PickleBuffer else b for b in blob[1:]]
+        for part in parts:
+            if type(part) is Gone:
+                raise SerializationError(f"a buffer of this value was sent in shared "
+                                         f"memory that is gone ({part.why}: {part.name})")
+        value = pickle.loads(blob[0], buffers=parts)
+        for part in parts:
+            consumed(part)
+        return value
     return pickle.loads(cast(bytes, blob))
 
 

@@ -140,5 +140,7 @@ def test_array_transfer_times_both_ways_against_a_copy():
                                    "--repeat", "1", "--json")
     assert code == 0, err
     rows = json.loads(out.strip().splitlines()[-1])
-    assert set(rows) == {"1"} and set(rows["1"]) == {"to a leaf", "back", "copy"}
+    assert set(rows) == {"1"} and set(rows["1"]) == {"to a leaf", "back", "copy",
+                                                     "to a leaf beyond a run", "run ms",
+                                                     "16 at once"}
     assert all(v > 0 for v in rows["1"].values())

@@ -39,6 +39,7 @@ from stealing.roles.status import ROLES, SharedStatus, Start
 from stealing.transport import protocol as P
 from stealing.transport.bell import Bell, bell_name
 from stealing.transport.mailbox import Mailbox
+from stealing.transport.segments import Segments
 from stealing.transport.world import spawned
 
 if TYPE_CHECKING:
@@ -303,10 +304,12 @@ def _finish(MPI: ModuleType, parent: Intercomm, mailbox: Mailbox,
 
 def _open_bells(mailbox: Mailbox, parent: Intercomm, init: P.Init) -> None:
     """This process's doorbell, and its parent's to ring when both run on this host
-    (``stealing.transport.bell``)."""
+    (``stealing.transport.bell``); its shared-memory segments for that host's
+    processes (``stealing.transport.segments``)."""
     root_pid, path = init.tree.root_pid, init.path
     if not path:
         return
+    mailbox.segments = Segments(root_pid)      # (used on links that ring: this host's)
     mailbox.bell = Bell.open(bell_name(root_pid, path))
     if init.parent_rings:
         mailbox.rung_by(parent)

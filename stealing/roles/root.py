@@ -37,6 +37,7 @@ from stealing.roles.node import Node
 from stealing.transport import protocol as P
 from stealing.transport.bell import Bell, bell_name
 from stealing.transport.mailbox import Mailbox
+from stealing.transport.segments import Segments, sweep
 from stealing.transport.world import ASSIGN
 from stealing.transport.world import current as launcher_ranks
 from stealing.transport.mpi import (  # noqa: F401  (init_mpi: for callers)
@@ -164,6 +165,8 @@ class RootScheduler:
         mailbox = Mailbox(MPI)
         mailbox.trace = open_trace("root")
         mailbox.bell = Bell.open(bell_name(os.getpid(), ()))
+        mailbox.segments = Segments(os.getpid())
+        sweep()                             # segments of trees killed before their end
         mailbox.alarms = self.watch.alarms
         self.node = node = Root(MPI, mailbox, Meter("root", self.plan.cluster), init, self,
                                 leaves)
@@ -477,6 +480,7 @@ class RootScheduler:
         node.request_stats()
         while not node.stats_done:
             self._step()
+        sweep(os.getpid())      # segments of messages never unpickled (a task failed)
         return node.collected_stats()
 
     def stop(self, grace: float = 1.0, timeout: float = 10.0) -> None:
@@ -502,6 +506,7 @@ class RootScheduler:
                 or node.spawn_cut:
             self._end_strays()
         self.watch.close()
+        sweep(os.getpid())
         _remove_dir(self.run_dir)
 
     def check_lost_now(self) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 from stealing.transport import frames
 from stealing.transport.bell import Bell, ring
 from stealing.transport.protocol import LOST
+from stealing.transport.segments import Segments
 
 if TYPE_CHECKING:
     from mpi4py.MPI import Comm, Request, Status
@@ -75,8 +76,11 @@ class Mailbox:
         # id(comm) -> "up" or the number of its rank 0 child
         self._links: dict[int, int | str] = {}
         self.bell: Bell | None = None   # this process's bell, or None
-        # (id(comm), rank) -> bell name of a process to ring
+        # (id(comm), rank) -> bell name of a process to ring: those of this host
         self._ring_to: dict[tuple[int, int], bytes] = {}
+        # the shared-memory segments this process sends large buffers in, to the
+        # processes of this host (``stealing.transport.segments``); None: all by MPI
+        self.segments: Segments | None = None
         self.sleeps = 0     # sleeps between probes so far (each ends in a probe)
         # id(comm) of links whose peers ring this process's bell after each send
         self._rung: set[int] = set()
@@ -116,7 +120,8 @@ class Mailbox:
         return 0.0
 
     def ring_link(self, comm: Comm, rank: int, name: bytes) -> None:
-        """Ring bell ``name`` after each message to ``rank`` of ``comm``."""
+        """Ring bell ``name`` after each message to ``rank`` of ``comm``, a process
+        of this host (large buffers go to it by shared memory)."""
         self._ring_to[(id(comm), rank)] = name
 
     def rung_by(self, comm: Comm) -> None:
@@ -136,8 +141,9 @@ class Mailbox:
         if self._failed and id(comm) in self._failed:
             return                  # a dead peer: what it would get is given again
         try:
-            req = frames.isend(self.MPI, comm, obj, dest, tag)
             name = self._ring_to.get((id(comm), dest)) if self._ring_to else None
+            req = frames.isend(self.MPI, comm, obj, dest, tag,
+                               self.segments if name is not None else None)
             if not req.Test():
                 self._pending.append((req, name, comm))
         except self.MPI.Exception as exc:

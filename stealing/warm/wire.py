@@ -11,6 +11,7 @@ import socket
 import struct
 from typing import Any, NamedTuple
 
+from stealing.transport.frames import dumps_parts
 from stealing.tree.tasks import Blob, Task, TaskId
 
 _LENGTH = struct.Struct("<Q")
@@ -38,8 +39,9 @@ def call(path: str, msg: object, timeout: float | None) -> tuple[socket.socket, 
 
 # framing -----------------------------------------------------------------------
 def send_msg(sock: socket.socket, msg: object) -> None:
-    """Send ``msg`` (one of the types below, or an ``Output``), pickled and framed."""
-    data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+    """Send ``msg`` (one of the types below, or an ``Output``), pickled and framed
+    (the buffers of results that came from leaves in the stream)."""
+    data = dumps_parts(msg)
     sock.sendall(_LENGTH.pack(len(data)) + data)
 
 
