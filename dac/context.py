@@ -55,15 +55,20 @@ class SerialContext:
     ``SpawnFunction.__call__`` does what ``call`` does itself, without the extra frame
     (a serial recursion must go as deep as plain Python's). ``depth`` is the recursion
     depth where the serial run started: a task's depth on a leaf, 0 outside ``run``.
+    A leaf's task runs in one too below its horizon (``leaf``: see ``dac.stealable``).
     """
 
-    __slots__ = ("depth",)
+    __slots__ = ("depth", "leaf")
 
     depth: int
+    leaf: StealableContext | None
     whole_sync = False  # (its own fast paths are ``dac.context.sync``'s)
 
-    def __init__(self, depth: int = 0) -> None:
+    def __init__(self, depth: int = 0, leaf: StealableContext | None = None) -> None:
         self.depth = depth
+        # the leaf's context this one stands in for below its horizon (its ``below``;
+        # ``dac.stealable``), None for the serial elision and a serial task
+        self.leaf = leaf
 
     def call(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Future:
         return Future(sf.fn(*args, **kwargs))

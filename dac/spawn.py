@@ -95,7 +95,7 @@ class SpawnFunction:
         """Become the class made for this function's signature (``dac.spawn_call``),
         whose ``__call__`` is the spawn's hot path; False where there is none (this
         class's generic ``__call__`` serves)."""
-        made = own_call_class(self.fn)
+        made = own_call_class(self.fn, self.grain_fixed)
         if made is None:
             self._generic = True
             return False
@@ -160,7 +160,9 @@ class SpawnFunction:
             return self(*args, **kwargs)
         ctx = _context.current
         if ctx.__class__ is SerialContext:
-            return Future(self.fn(*args, **kwargs))
+            if ctx.leaf is None or not self.grain_fixed:
+                return Future(self.fn(*args, **kwargs))
+            ctx = ctx.leaf.woken()      # a leaf's task below its horizon: its grain
         if ctx.__class__ is StealableContext:      # a task on a leaf: see dac.stealable
             ctx.countdown -= 1          # (its fast paths are the written __call__'s)
             return ctx.call(self, args, kwargs)
@@ -202,16 +204,17 @@ def _blank() -> SpawnFunction:
 _own_classes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def own_call_class(fn: Callable[..., Any]) -> type | None:
-    """The ``SpawnFunction`` subclass whose ``__call__`` is written for ``fn``, made
-    once per function (``dac.spawn_call``), or None."""
+def own_call_class(fn: Callable[..., Any], grain_fixed: bool = False) -> type | None:
+    """The ``SpawnFunction`` subclass whose ``__call__`` is written for ``fn`` (with
+    ``cutoff=`` or ``leaf=``: ``grain_fixed``), made once per function and kind
+    (``dac.spawn_call``), or None."""
     try:
-        return _own_classes[fn]
+        return _own_classes[fn][grain_fixed]
     except (KeyError, TypeError):
         pass
-    made = call_class(SpawnFunction, fn)
+    made = call_class(SpawnFunction, fn, grain_fixed)
     try:
-        _own_classes[fn] = made
+        _own_classes.setdefault(fn, {})[grain_fixed] = made
     except TypeError:                   # not weakly referable: made again next time
         pass
     return made

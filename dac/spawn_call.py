@@ -34,7 +34,7 @@ def __call__(_dac_sf, {params}):
     if {extra}:             # too many arguments: the body says so, in its own words
         return _dac_fn({wrong})
     _dac_ctx = _dac_state.current
-    if _dac_ctx.__class__ is _dac_Serial:
+    if _dac_ctx.__class__ is _dac_Serial:{wake}
         _dac_f = _dac_new(_dac_Future)
         _dac_f._value = _dac_fn({forward})
         _dac_f._call = ""
@@ -53,6 +53,7 @@ def __call__(_dac_sf, {params}):
                 return _dac_f
             if _dac_ctx.full:
                 _dac_ctx.level += 1
+                _dac_state.current = _dac_ctx.below
                 try:
                     _dac_f = _dac_new(_dac_Future)
                     _dac_f._value = _dac_fn({forward})
@@ -60,9 +61,16 @@ def __call__(_dac_sf, {params}):
                     return _dac_f
                 finally:
                     _dac_ctx.level -= 1
+                    _dac_state.current = _dac_ctx
         return _dac_ctx.call(_dac_sf, {given})
     return _dac_sf._dispatch(_dac_ctx, {given})
 """
+# A function with ``cutoff=`` or ``leaf=`` called where a leaf's task runs below its
+# horizon (a serial context that stands in for the leaf's): the leaf's own context
+# takes the call, which honours the grain
+_WAKE = """
+        if _dac_ctx.leaf is not None:
+            return _dac_ctx.leaf.woken().call(_dac_sf, {given})"""
 
 
 class _Unset:
@@ -91,9 +99,11 @@ class Parts(NamedTuple):
     wrong: str          # the positional ones with the surplus, for the body to refuse
 
 
-def call_class(base: type, fn: Callable[..., Any]) -> type | None:
+def call_class(base: type, fn: Callable[..., Any], grain_fixed: bool = False
+               ) -> type | None:
     """A subclass of ``base`` (``SpawnFunction``) whose ``__call__`` is written for
-    ``fn``'s parameters, or None where they cannot be read."""
+    ``fn``'s parameters, or None where they cannot be read; ``grain_fixed``: for a
+    function with ``cutoff=`` or ``leaf=``."""
     if not inspect.isfunction(fn) or hasattr(fn, "__signature__"):
         return None             # (a signature set by hand may not be the code's own)
     try:
@@ -107,7 +117,8 @@ def call_class(base: type, fn: Callable[..., Any]) -> type | None:
         "_dac_Stealable": StealableContext, "_dac_new": _new, "_dac_Future": Future,
         "_dac_Entry": Entry, "_dac_PENDING": _PENDING, "_dac_fn": fn, "_dac_D": UNSET}
     parts = _parts(sig, space)
-    exec(compile(_SOURCE.format(**parts._asdict()),
+    wake = _WAKE.format(given=parts.given) if grain_fixed else ""
+    exec(compile(_SOURCE.format(wake=wake, **parts._asdict()),
                  f"<@spawn {getattr(fn, '__qualname__', 'fn')}>", "exec"), space)
     call = space["__call__"]
     # named as the body, so a call with a wrong keyword or a missing argument is

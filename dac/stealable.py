@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from time import perf_counter as _clock  # read before every entry's run
 from typing import TYPE_CHECKING, Any
 
-from . import context, task_call
+from . import context, task_call, ticker
 from .errors import Lazy, SerializationError, SyncError, safe_repr
 from .future import _PENDING, Future
 from .serialize import dumps_function, loads
@@ -75,6 +75,7 @@ EVERY = sys.maxsize     # a horizon below every level: every spawn an entry
 SLOW = 32           # spawns between two polls (2 ms) at or under which each is an entry
 MAX_GRAIN_DEPTH = 48    # as the root's automatic depth (dac.expansion.MAX_AUTO_DEPTH)
 POLL_S = 2e-3       # how often a running task lets its worker read messages (a probe costs ~10-60 µs)
+SLOW_GAP = POLL_S / SLOW    # a tick this long before the next spawn: spawns are slow
 
 # Interpreter frames one level of the user's recursion costs in a leaf task: the
 # user's frame, then SpawnFunction.__call__ and StealableContext.call (a plain call),
@@ -183,6 +184,13 @@ class StealableContext:
         # pushes it itself); -1 on a leaf alone, which keeps ``keep`` entries instead
         self.horizon = -1
         self.top_horizon = -1           # ... where the running task's top puts it
+        # the context a task runs in below the horizon, on a leaf with peers: a serial
+        # one (a spawn there is the elision's plain call: no count, no level) that the
+        # ticker's tick turns back into this one (``_tick``); this one itself while
+        # no ticker runs (a leaf alone, another thread)
+        self.below: StealableContext | context.SerialContext = self
+        self.woke = False               # a tick turned a task back: the next poll is its
+        self.ticked = 0.0               # ... at this time (the clock)
         # True while a spawn below the horizon may be a plain call: eager, or the
         # deque holds ``keep`` entries and no thief is owed any.
         # SpawnFunction.__call__ reads it (and ``countdown``) itself, so a plain call
@@ -368,20 +376,41 @@ class StealableContext:
 
     def _poll(self) -> None:
         """Let the worker read its messages, about every ``POLL_S`` seconds: the
-        number of spawns between two polls follows the measured spawn rate."""
+        number of spawns between two polls follows the measured spawn rate, where
+        each spawn is counted; below the horizon, where none is, the ticker says
+        when, and the time from its tick to the next spawn whether they are slow."""
         now = time.perf_counter()
         spent = now - self.last_poll
         self.last_poll = now
-        # at most doubled per poll (one short sample must not postpone the next
-        # poll by thousands of spawns: they may each take long), cut at once
-        fit = int(self.interval * POLL_S / spent) if spent > 0 else 1 << 16
-        self.interval = max(1, min(1 << 16, 2 * self.interval, fit))
+        if self.woke:                   # the first spawn after a tick
+            self.woke = False
+            if now - self.ticked > SLOW_GAP:
+                self.interval = 1       # spawns come slowly (see _place_horizon)
+        elif self.below is self or self.horizon == EVERY:   # each spawn counted
+            # at most doubled per poll (one short sample must not postpone the next
+            # poll by thousands of spawns: they may each take long), cut at once
+            fit = int(self.interval * POLL_S / spent) if spent > 0 else 1 << 16
+            self.interval = max(1, min(1 << 16, 2 * self.interval, fit))
         self.countdown = self.interval
         if self.owed and self.deque and self._due(now):   # what spawns made since
             self._pay()
         self.worker.poll()
         self._place_horizon()
         self._update()
+
+    def _tick(self) -> None:
+        """The ticker's tick (``dac.ticker``): a task that runs below the horizon
+        comes back to this context, whose next spawn polls."""
+        if context.state.current is self.below and self.below is not self:
+            self.woken()
+
+    def woken(self) -> StealableContext:
+        """Back from the serial context below the horizon: the next spawn polls."""
+        context.state.current = self
+        self.countdown = 0
+        self.woke = True
+        self.ticked = _clock()
+        return self
 
     # a task --------------------------------------------------------------------
     def run_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,
@@ -395,6 +424,9 @@ class StealableContext:
         saved_state, saved_base, saved_depth = context.state.current, self.base, self.depth
         saved_level, saved_origin, saved_serial = self.level, self.origin, self.serial
         saved_horizon, saved_top = self.horizon, self.top_horizon
+        outer = saved_state is not self     # not a task run while another one waits
+        if outer and self.eager and ticker.start(self._tick, POLL_S):
+            self.below = context.SerialContext(0, self)
         context.state.current = self
         self.base = base = self.seq
         self.depth = depth
@@ -430,6 +462,9 @@ class StealableContext:
             context.undeeper()
             context.state.current, self.base, self.depth = (saved_state, saved_base,
                                                            saved_depth)
+            if outer and self.below is not self:
+                ticker.stop()
+                self.below = self
 
     def _forget(self) -> None:
         """A task failed or the leaf was stopped: the run is over, and the entries

@@ -309,3 +309,46 @@ def binary(depth: int) -> int:
         return 1
     a, b = sync(binary(depth - 1), binary(depth - 1))
     return a + b
+
+
+@spawn
+def where(depth: int, seen: list) -> int:
+    """A binary tree ``depth`` deep whose leaves note the context they run in: its
+    class's name, and whether it stands in for a leaf's (``dac.stealable``'s
+    ``below``)."""
+    if depth == 0:
+        from dac.context import state
+        current = state.current
+        seen.append((type(current).__name__, getattr(current, "leaf", None) is not None))
+        return 1
+    a, b = sync(where(depth - 1, seen), where(depth - 1, seen))
+    return a + b
+
+
+LEAF_CALLS: list[int] = []
+
+
+def count_leaf(n: int) -> int:
+    LEAF_CALLS.append(n)
+    return 1
+
+
+@spawn(cutoff=lambda n: n <= 2, leaf=count_leaf)
+def graded(n: int) -> int:
+    """2**n by its body; a call at its grain (n <= 2) runs ``count_leaf``: 1."""
+    if n == 0:
+        return 1
+    a, b = sync(graded(n - 1), graded(n - 1))
+    return a + b
+
+
+@spawn
+def chain_to(levels: int, n: int, nap_s: float = 0.0) -> int:
+    """``levels`` spawns one below the other, then ``graded(n)`` (or a nap of
+    ``nap_s`` seconds, returning 0)."""
+    if levels == 0:
+        if nap_s:
+            time.sleep(nap_s)
+            return 0
+        return sync(graded(n))
+    return sync(chain_to(levels - 1, n, nap_s))

@@ -7,6 +7,7 @@ Values are exact; the counters must show the splits and add up.
 """
 
 import sys
+import time
 
 import nested_programs as nest
 import numpy as np
@@ -356,3 +357,72 @@ def test_grain_depth_aims_for_the_target():
     from dac.stealable import grain_depth
     assert [grain_depth(32, b) for b in (1, 2, 3, 12, 40)] == [5, 5, 4, 2, 1]
     assert grain_depth(1, 2) == 1
+
+
+def test_below_the_horizon_a_task_runs_in_the_elisions_context():
+    """Below its horizon a leaf's task runs in a serial context that stands in for the
+    leaf's (a spawn is the elision's plain call, with no count and no level to keep);
+    the ticker (``dac.ticker``) turns it back every ``POLL_S``, so the worker still
+    polls, and stops with the task."""
+    import signal
+
+    from dac.context import state
+    from dac.stealable import HORIZON, POLL_S, StealableContext
+    worker = _Peer()
+    ctx = _warm(StealableContext(worker))
+    seen = []
+    assert ctx.run_task(nest.where, (10, seen), {}, 0, False) == 1024
+    below = seen.count(("SerialContext", True))
+    assert below >= 900 and below + seen.count(("StealableContext", False)) == 1024
+    assert state.current is None and ctx.below is ctx
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    worker = _Peer()
+    ctx = _warm(StealableContext(worker))
+    t0 = time.perf_counter()
+    assert ctx.run_task(nest.binary, (17,), {}, 0, False) == 2 ** 17
+    spent = time.perf_counter() - t0
+    assert ctx.seq == 2 ** (HORIZON + 1) - 2          # entries only at the top
+    assert worker.polls >= min(10, spent / POLL_S / 4)  # polled after ticks
+
+
+def test_a_grain_function_below_the_horizon_keeps_its_grain():
+    """A ``cutoff=``/``leaf=`` function called where the task runs below its horizon
+    gets the leaf's own context back: its calls at the grain run the ``leaf=``
+    function (the body, as in the elision, would give 32)."""
+    from dac.stealable import StealableContext
+    nest.LEAF_CALLS.clear()
+    ctx = _warm(StealableContext(_Peer()))
+    assert ctx.run_task(nest.chain_to, (8, 5), {}, 0, False) == 8
+    assert nest.LEAF_CALLS == [2] * 8
+    assert nest.chain_to(8, 5) == 32                        # the elision
+
+
+def test_a_nap_below_the_horizon_lasts_as_long_as_asked():
+    """The ticker's signals interrupt a task's sleep, which Python resumes."""
+    from dac.stealable import StealableContext
+    ctx = _warm(StealableContext(_Peer()))
+    t0 = time.perf_counter()
+    assert ctx.run_task(nest.chain_to, (8, 0, 0.05), {}, 0, False) == 0
+    assert time.perf_counter() - t0 >= 0.05
+
+
+def test_the_ticker_leaves_a_programs_own_alarm_alone():
+    """A program with its own ``SIGALRM`` handler keeps it: no ticker, and the leaf
+    counts its spawns to poll, as it did before."""
+    import signal
+
+    from dac import ticker
+    from dac.stealable import StealableContext
+    rang = []
+    old = signal.signal(signal.SIGALRM, lambda *a: rang.append(1))
+    try:
+        assert not ticker.start(lambda: None, 0.002)
+        worker = _Peer()
+        ctx = _warm(StealableContext(worker))
+        seen = []
+        assert ctx.run_task(nest.where, (10, seen), {}, 0, False) == 1024
+        assert ("SerialContext", True) not in seen
+        assert signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, ticker._on_tick)
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert rang == []
