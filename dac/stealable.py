@@ -435,14 +435,7 @@ class StealableContext:
         if self.eager:
             self.top_horizon = self.level + HORIZON
             self._place_horizon()
-        if target is not None:              # the run's top call: a new grain
-            self.target, self.grain, self.top_calls = target, None, 0
-            self.counting = False
-        elif grain is not None:
-            self.grain = grain
-        at = use_leaf or (target is not None and sf.grain_fixed and
-                          self._at_grain(sf, args, kwargs, depth))
-        self.serial = 1 if at and sf.grain_fixed else 0
+        at = self._begin_grain(sf, args, kwargs, depth, use_leaf, grain, target)
         if self.worker.owed:                # a split came before this task started
             self.owed, self.worker.owed = self.worker.owed, 0
             self._update()
@@ -465,6 +458,20 @@ class StealableContext:
             if outer and self.below is not self:
                 ticker.stop()
                 self.below = self
+
+    def _begin_grain(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,
+                     use_leaf: bool, grain: int | None, target: int | None) -> bool:
+        """The grain of a task starting (see ``run_task``): True when its call is at
+        its function's grain."""
+        if target is not None:              # the run's top call: a new grain
+            self.target, self.grain, self.top_calls = target, None, 0
+            self.counting = False
+        elif grain is not None:
+            self.grain = grain
+        at = use_leaf or (target is not None and sf.grain_fixed and
+                          self._at_grain(sf, args, kwargs, depth))
+        self.serial = 1 if at and sf.grain_fixed else 0
+        return at
 
     def _forget(self) -> None:
         """A task failed or the leaf was stopped: the run is over, and the entries

@@ -56,8 +56,10 @@ def test_grow_between_runs_counts_in_the_next_run():
     with dac.Runtime(procs=1) as rt:
         assert rt.run(queens, 8, 0, 0, 0) == 92
         rt.grow(1)
-        report = rt.run_report(queens, 9, 0, 0, 0)
-        assert report.result == 352
+        # (N-Queens 9 could end before the new leaf's first steal on a loaded
+        # machine: 1 failure in 8 runs beside a busy process)
+        report = rt.run_report(queens, 11, 0, 0, 0)
+        assert report.result == 2680
         assert report.stats["leaves_added"] == 1 and len(leaves(report)) == 2
         assert all(p["tasks"] > 0 for p in leaves(report))
 
