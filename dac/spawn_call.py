@@ -53,7 +53,9 @@ def __call__(_dac_sf, {params}):
                 return _dac_f
             if _dac_ctx.full:
                 _dac_ctx.level += 1
-                _dac_state.current = _dac_ctx.below
+                _dac_b = _dac_ctx.below     # (itself where no ticker runs: no switch,
+                if _dac_b is not _dac_ctx:  # two stores of a thread-local cost 100 ns)
+                    _dac_state.current = _dac_b
                 try:
                     _dac_f = _dac_new(_dac_Future)
                     _dac_f._value = _dac_fn({forward})
@@ -61,7 +63,8 @@ def __call__(_dac_sf, {params}):
                     return _dac_f
                 finally:
                     _dac_ctx.level -= 1
-                    _dac_state.current = _dac_ctx
+                    if _dac_b is not _dac_ctx:
+                        _dac_state.current = _dac_ctx
         return _dac_ctx.call(_dac_sf, {given})
     return _dac_sf._dispatch(_dac_ctx, {given})
 """

@@ -189,6 +189,7 @@ class StealableContext:
         # ticker's tick turns back into this one (``_tick``); this one itself while
         # no ticker runs (a leaf alone, another thread)
         self.below: StealableContext | context.SerialContext = self
+        self._serial_below = context.SerialContext(0, self)     # (``below`` while ticking)
         self.woke = False               # a tick turned a task back: the next poll is its
         self.ticked = 0.0               # ... at this time (the clock)
         # True while a spawn below the horizon may be a plain call: eager, or the
@@ -426,7 +427,7 @@ class StealableContext:
         saved_horizon, saved_top = self.horizon, self.top_horizon
         outer = saved_state is not self     # not a task run while another one waits
         if outer and self.eager and ticker.start(self._tick, POLL_S):
-            self.below = context.SerialContext(0, self)
+            self.below = self._serial_below
         context.state.current = self
         self.base = base = self.seq
         self.depth = depth
