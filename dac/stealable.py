@@ -76,6 +76,8 @@ SLOW = 32           # spawns between two polls (2 ms) at or under which each is 
 MAX_GRAIN_DEPTH = 48    # as the root's automatic depth (dac.expansion.MAX_AUTO_DEPTH)
 POLL_S = 2e-3       # how often a running task lets its worker read messages (a probe costs ~10-60 µs)
 SLOW_GAP = POLL_S / SLOW    # a tick this long before the next spawn: spawns are slow
+SLOW_TICK_S = 0.05  # the clock's ticks where the parent rings the leaf (``dac.ticker``)
+RING_RETRIES = 3    # polls after a ring that found nothing (MPI shows a message late)
 
 # Interpreter frames one level of the user's recursion costs in a leaf task: the
 # user's frame, then SpawnFunction.__call__ and StealableContext.call (a plain call),
@@ -192,6 +194,8 @@ class StealableContext:
         self._serial_below = context.SerialContext(0, self)     # (``below`` while ticking)
         self.woke = False               # a tick turned a task back: the next poll is its
         self.ticked = 0.0               # ... at this time (the clock)
+        self.rung = False               # ... and it was the parent's ring
+        self.missed = 0                 # polls since a ring that found no message
         # True while a spawn below the horizon may be a plain call: eager, or the
         # deque holds ``keep`` entries and no thief is owed any.
         # SpawnFunction.__call__ reads it (and ``countdown``) itself, so a plain call
@@ -383,6 +387,7 @@ class StealableContext:
         now = time.perf_counter()
         spent = now - self.last_poll
         self.last_poll = now
+        rung, self.rung = self.rung, False
         if self.woke:                   # the first spawn after a tick
             self.woke = False
             if now - self.ticked > SLOW_GAP:
@@ -395,15 +400,23 @@ class StealableContext:
         self.countdown = self.interval
         if self.owed and self.deque and self._due(now):   # what spawns made since
             self._pay()
-        self.worker.poll()
+        if self.worker.poll():
+            self.missed = 0
+        elif rung or self.missed:       # rung, but MPI shows no message yet
+            self.missed += 1
+            if self.missed <= RING_RETRIES:
+                ticker.soon(POLL_S * self.missed)
+            else:
+                self.missed = 0
         self._place_horizon()
         self._update()
 
-    def _tick(self) -> None:
-        """The ticker's tick (``dac.ticker``): a task that runs below the horizon
-        comes back to this context, whose next spawn polls."""
+    def _tick(self, rung: bool) -> None:
+        """The ticker's tick or the parent's ring (``dac.ticker``): a task that
+        runs below the horizon comes back to this context, whose next spawn polls."""
         if context.state.current is self.below and self.below is not self:
             self.woken()
+            self.rung = rung
 
     def woken(self) -> StealableContext:
         """Back from the serial context below the horizon: the next spawn polls."""
@@ -426,7 +439,8 @@ class StealableContext:
         saved_level, saved_origin, saved_serial = self.level, self.origin, self.serial
         saved_horizon, saved_top = self.horizon, self.top_horizon
         outer = saved_state is not self     # not a task run while another one waits
-        if outer and self.eager and ticker.start(self._tick, POLL_S):
+        if outer and self.eager and ticker.start(
+                self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S):
             self.below = self._serial_below
         context.state.current = self
         self.base = base = self.seq

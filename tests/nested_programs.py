@@ -7,6 +7,7 @@ importable module so that the leaves import them by reference.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -352,3 +353,14 @@ def chain_to(levels: int, n: int, nap_s: float = 0.0) -> int:
             return 0
         return sync(graded(n))
     return sync(chain_to(levels - 1, n, nap_s))
+
+
+@spawn
+def timers(fd: int, seen: list) -> int:
+    """Note the clock's period and whether ``fd`` signals (``O_ASYNC``) while the
+    task runs."""
+    import fcntl
+    import signal
+    seen.append((signal.getitimer(signal.ITIMER_REAL)[1],
+                 bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ASYNC)))
+    return 1

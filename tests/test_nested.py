@@ -6,6 +6,8 @@ and every result of a split spawn travels back to the leaf that owns the waiting
 Values are exact; the counters must show the splits and add up.
 """
 
+import os
+import socket
 import sys
 import time
 
@@ -426,3 +428,51 @@ def test_the_ticker_leaves_a_programs_own_alarm_alone():
     finally:
         signal.signal(signal.SIGALRM, old)
     assert rang == []
+
+
+class _RungPeer(_Peer):
+    """A stand-in for a leaf whose parent rings its doorbell after each message."""
+
+    def __init__(self):
+        super().__init__()
+        self.bell = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.bell.bind(b"\0dac-test-ring-%d" % os.getpid())
+        self.bell.setblocking(False)
+        self.ring_fd = self.bell.fileno()
+
+
+def test_a_ring_wakes_a_running_task_and_the_clock_slows_down():
+    """Where the parent rings the leaf, a datagram on the doorbell raises ``SIGIO``,
+    which wakes the task (``rung`` True) long before the clock would; the clock then
+    ticks every ``SLOW_TICK_S``, not every ``POLL_S``: 2 ms ticks on 128 sleeping
+    leaves took the sleep tree from 0.70 to 0.45 efficiency on 2 cores. Both end
+    with the task."""
+    import fcntl
+    import signal
+
+    from dac import ticker
+    from dac.stealable import SLOW_TICK_S, StealableContext
+    peer = _RungPeer()
+    try:
+        ctx = _warm(StealableContext(peer))
+        seen = []
+        assert ctx.run_task(nest.timers, (peer.ring_fd, seen), {}, 0, False) == 1
+        assert seen == [(SLOW_TICK_S, True)]
+        assert not fcntl.fcntl(peer.ring_fd, fcntl.F_GETFL) & os.O_ASYNC
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        calls = []
+        assert ticker.start(calls.append, 60.0, peer.ring_fd, 60.0)
+        try:
+            ring = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            ring.sendto(b"!", peer.bell.getsockname())
+            deadline = time.monotonic() + 5
+            while not calls and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert calls == [True]
+        finally:
+            ticker.stop()
+        ring.sendto(b"!", peer.bell.getsockname())
+        time.sleep(0.05)
+        assert calls == [True]
+    finally:
+        peer.bell.close()

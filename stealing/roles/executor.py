@@ -32,9 +32,16 @@ class Worker(Protocol):
     """Tasks a split asked for before the next task started: the executor takes the
     debt over when it starts that task (and sets this to 0)."""
 
-    def poll(self) -> None:
+    @property
+    def ring_fd(self) -> int | None:
+        """A socket that receives a datagram each time the parent sends this leaf a
+        message (its doorbell), or None: while a task runs, the executor may ask the
+        kernel to signal it (``SIGIO``) and poll then."""
+
+    def poll(self) -> bool:
         """Handle the messages waiting from the parent: a SPLIT calls the executor's
-        ``split``, a RETURN its ``deliver``. Call it about every millisecond."""
+        ``split``, a RETURN its ``deliver``. Call it about every millisecond. True
+        if there was one."""
 
     def wait(self, done: Callable[[], bool]) -> None:
         """Return when ``done()`` is true (a spawn split off to another leaf came

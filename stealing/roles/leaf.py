@@ -388,18 +388,27 @@ class Leaf:
         self.meter.record["split_given"] += len(tasks)
         self.send(P.STOLEN, P.Tasks(tasks))
 
-    def poll(self) -> None:
-        """Handle the messages waiting from the parent (a task calls it by clock).
-        Told to stop meanwhile, the leaf abandons the task (``Unwind``)."""
+    @property
+    def ring_fd(self) -> int | None:
+        """The doorbell the parent rings after each message, if it does
+        (``stealing.roles.executor.Worker``)."""
+        return self.mailbox.rung_fd(self.parent)
+
+    def poll(self) -> bool:
+        """Handle the messages waiting from the parent (a task calls it by clock);
+        True if there was one. Told to stop meanwhile, the leaf abandons the task
+        (``Unwind``)."""
         mb, comms = self.mailbox, [self.parent]
         if self.capture is not None and self.capture.ready:
             self.send_output()
         got = mb.poll(comms)
+        handled = got is not None
         while got is not None:
             self.handle(got[2], got[3])
             if self.phase is Phase.STOPPED:
                 raise Unwind()
             got = mb.poll(comms)
+        return handled
 
     def wait(self, done: Callable[[], bool]) -> None:
         """Until ``done()``: run queued tasks, or ask the parent for work, nested on

@@ -128,6 +128,12 @@ class Mailbox:
         """The peers of ``comm`` ring this process's bell after every send to it."""
         self._rung.add(id(comm))
 
+    def rung_fd(self, comm: Comm) -> int | None:
+        """The bell's socket where the peers of ``comm`` ring it, else None."""
+        if self.bell is None or id(comm) not in self._rung:
+            return None
+        return self.bell.sock.fileno()
+
     def _all_rung(self, comms: Sequence[Comm | None]) -> bool:
         """Every link of ``comms`` rings this process's bell (it has one)."""
         return self.bell is not None and bool(self._rung) and \
