@@ -557,8 +557,12 @@ class StealableContext:
             return
         if self.owed or self.interval <= SLOW:
             self.horizon = EVERY
+            if self.below is not self:  # no level below the horizon: every spawn
+                ticker.pause()          # polls by its count, no signal needed
         else:
             self.horizon = self.top_horizon
+            if self.below is not self:
+                ticker.resume(POLL_S)
 
     def _take(self, want: int) -> list:
         d = self.deque

@@ -364,3 +364,12 @@ def timers(fd: int, seen: list) -> int:
     seen.append((signal.getitimer(signal.ITIMER_REAL)[1],
                  bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ASYNC)))
     return 1
+
+
+@spawn
+def slow_chain(levels: int, fd: int, seen: list) -> int:
+    """``levels`` spawns one below the other, 3 ms apart, then ``timers``."""
+    if levels == 0:
+        return sync(timers(fd, seen))
+    time.sleep(0.003)
+    return sync(slow_chain(levels - 1, fd, seen))

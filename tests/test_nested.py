@@ -446,12 +446,12 @@ def test_a_ring_wakes_a_running_task_and_the_clock_slows_down():
     which wakes the task (``rung`` True) long before the clock would; the clock then
     ticks every ``SLOW_TICK_S``, not every ``POLL_S``: 2 ms ticks on 128 sleeping
     leaves took the sleep tree from 0.70 to 0.45 efficiency on 2 cores. Both end
-    with the task."""
+    with the task, and pause while spawns are slow (each one polls then)."""
     import fcntl
     import signal
 
     from dac import ticker
-    from dac.stealable import SLOW_TICK_S, StealableContext
+    from dac.stealable import HORIZON, SLOW_TICK_S, StealableContext
     peer = _RungPeer()
     try:
         ctx = _warm(StealableContext(peer))
@@ -460,6 +460,10 @@ def test_a_ring_wakes_a_running_task_and_the_clock_slows_down():
         assert seen == [(SLOW_TICK_S, True)]
         assert not fcntl.fcntl(peer.ring_fd, fcntl.F_GETFL) & os.O_ASYNC
         assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        seen.clear()        # slow spawns (a tick finds them so): each polls, no signal
+        assert ctx.run_task(nest.slow_chain, (HORIZON + 40, peer.ring_fd, seen), {},
+                            0, False) == 1
+        assert seen == [(0.0, False)]
         calls = []
         assert ticker.start(calls.append, 60.0, peer.ring_fd, 60.0)
         try:
