@@ -480,3 +480,28 @@ def test_a_ring_wakes_a_running_task_and_the_clock_slows_down():
         assert calls == [True]
     finally:
         peer.bell.close()
+
+
+def test_the_ticker_leaves_a_programs_own_sigio_alone():
+    """A program with its own ``SIGIO`` handler keeps it: no ring signals (the
+    doorbell stays without ``O_ASYNC``), and the clock ticks every ``POLL_S``."""
+    import fcntl
+    import signal
+
+    from dac import ticker
+    from dac.stealable import POLL_S
+    peer = _RungPeer()
+    got = []
+    old = signal.signal(signal.SIGIO, lambda *a: got.append(1))
+    try:
+        assert ticker.start(lambda rung: None, POLL_S, peer.ring_fd, 60.0)
+        try:
+            assert signal.getitimer(signal.ITIMER_REAL)[1] == POLL_S
+            assert not fcntl.fcntl(peer.ring_fd, fcntl.F_GETFL) & os.O_ASYNC
+            assert signal.getsignal(signal.SIGIO) not in (signal.SIG_DFL, ticker._on_tick)
+        finally:
+            ticker.stop()
+    finally:
+        signal.signal(signal.SIGIO, old)
+        peer.bell.close()
+    assert got == []
