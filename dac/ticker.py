@@ -92,6 +92,7 @@ def start(target: Callable[[bool], None], period: float, ring_fd: int | None = N
 
 
 def _set_async(on: bool) -> None:
+    """The doorbell's ``O_ASYNC`` mode on or off (a ring raises ``SIGIO`` when on)."""
     fd = _ring_fd[0]
     if fd is not None:
         try:
