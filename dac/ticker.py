@@ -81,9 +81,8 @@ def start(target: Callable[[bool], None], period: float, ring_fd: int | None = N
     every = period
     if ring_fd is not None and hasattr(signal, "SIGIO") and _own(signal.SIGIO):
         fcntl.fcntl(ring_fd, fcntl.F_SETOWN, os.getpid())
-        flags = fcntl.fcntl(ring_fd, fcntl.F_GETFL)
-        fcntl.fcntl(ring_fd, fcntl.F_SETFL, flags | os.O_ASYNC)
         _ring_fd[0] = ring_fd
+        _set_async(True)
         every = slow_period if slow_period is not None else period
     _target[0] = target
     _every[0] = every
