@@ -25,6 +25,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -39,6 +40,7 @@ from .runtime import Runtime
 
 PRELOAD = ("dac.execution", "numpy", "numba")    # what dac up's leaves import at once
 UP_WAIT_S = 300.0       # how long ``dac up`` waits for every leaf to be ready
+READY_ACK = b"k"        # what ``dac up`` writes its server once it reports the tree up
 
 
 # dac up / status / down ----------------------------------------------------------
@@ -73,26 +75,40 @@ def up(topology: str | os.PathLike[str] | None = None, wait_s: float = UP_WAIT_S
 def _start_server(folder: str, lock: int, topology: str | os.PathLike[str] | None,
                   options: dict[str, Any], wait_s: float) -> dict[str, Any]:
     """Start ``python -m dac.warm_tree`` in the background (its output to the tree
-    folder's log) and wait until it has written the tree file."""
+    folder's log) and wait until it has written the tree file.
+
+    The server holds the read end of a pipe whose write end only this ``dac up``
+    holds: it stays up once it reads ``READY_ACK`` there, and ends (with what it
+    spawned) when the pipe closes first. So a ``dac up`` that ends before it
+    reports the tree up, however it ends (Ctrl-C, SIGKILL from a ``timeout`` or a
+    ``subprocess.run`` interrupted), leaves no tree behind."""
     log = os.path.join(folder, W.LOG_FILE)
+    starter, ack = os.pipe()
     spec = json.dumps({"topology": _topology_arg(topology), "options": options,
-                       "lock_fd": lock})
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "dac.warm_tree", spec],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True, cwd=os.getcwd(),
-                                pass_fds=(lock,),
-                                env=dict(os.environ, PYTHONPATH=_python_path()))
+                       "lock_fd": lock, "starter_fd": starter})
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "dac.warm_tree", spec],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                    start_new_session=True, cwd=os.getcwd(),
+                                    pass_fds=(lock, starter),
+                                    env=dict(os.environ, PYTHONPATH=_python_path()))
+    finally:
+        os.close(starter)
     try:
         info = _wait_ready(proc, log, wait_s)
+        ready = status() or info
+        os.write(ack, READY_ACK)
+        return ready
     except BaseException:
         # a Ctrl-C (or the wait's end) stops the server this started: in a session
         # of its own it saw no signal, and it would come up with nobody to know it
         _stop_server(proc.pid, None, 0.0)
         proc.wait()
         raise
-    return status() or info
+    finally:
+        os.close(ack)
 
 
 def _wait_ready(proc: subprocess.Popen, log: str, wait_s: float) -> dict[str, Any]:
@@ -251,6 +267,7 @@ def _serve(spec: dict[str, Any]) -> None:
     process it starts inherits it."""
     from stealing.warm.server import TreeServer  # lazy: only the server process needs it
     os.set_inheritable(spec["lock_fd"], False)
+    _end_if_abandoned(spec["starter_fd"])
 
     rt = Runtime(spec["topology"], attach=False, **spec["options"])
     shape = rt.tree_shape()
@@ -261,12 +278,30 @@ def _serve(spec: dict[str, Any]) -> None:
     server = TreeServer(rt.make_scheduler, info, W.make_tree_dir())
     try:
         server.start()
-    except BaseException:
+        print(f"dac warm tree: pid {os.getpid()}, {shape['leaves']} leaves, ready in "
+              f"{server.info['ready_s']:.2f} s", flush=True)
+    except BaseException:       # SIGTERM too, up to serve's own cleanup
         server.close()
         raise
-    print(f"dac warm tree: pid {os.getpid()}, {shape['leaves']} leaves, ready in "
-          f"{server.info['ready_s']:.2f} s", flush=True)
     server.serve()
+
+
+def _end_if_abandoned(fd: int) -> None:
+    """Watch the pipe from ``dac up`` (see ``_start_server``) in a thread: if it
+    closes before ``READY_ACK`` came, ``dac up`` ended without reporting the tree,
+    and the server sends itself SIGTERM, which ends a start or ``serve`` with
+    everything spawned. The thread only reads; it makes no MPI call."""
+    os.set_inheritable(fd, False)
+
+    def watch() -> None:
+        try:
+            got = os.read(fd, 1)
+        finally:
+            os.close(fd)
+        if got != READY_ACK:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="dac-up-watch", daemon=True).start()
 
 
 if __name__ == "__main__":

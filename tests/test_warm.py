@@ -400,3 +400,55 @@ def test_ctrl_c_during_dac_up_leaves_no_tree(tmp_path, monkeypatch):
     assert code not in (0, None) and seconds < 30, (code, out, err)
     assert wait_for_no_processes(tag, timeout=15) == {}
     assert servers() == [] and warm.status() is None
+
+
+def test_dac_up_killed_before_it_reports_leaves_no_tree(tmp_path, monkeypatch):
+    """A `dac up` that cannot stop its server (SIGKILL, as `timeout` or an interrupted
+    `subprocess.run` sends) still leaves no tree: the server sees its pipe close
+    before `dac up` acknowledged the tree, and ends with what it spawned."""
+    from dac import warm_tree as warm
+    folder = str(tmp_path / "tree")
+    monkeypatch.setenv("DAC_TREE_DIR", folder)
+    tag = new_tag()
+    proc = launch([DAC, "up", "--procs", "2"], tag, cwd=ROOT)
+
+    def servers():
+        return [p for p in tagged_pids(tag, python_only=True) if warm._is_server(p)]
+
+    assert wait_for(servers, 60)
+    time.sleep(0.3)                                 # its tree is being spawned
+    proc.kill()
+    finish(proc, 10)
+    assert wait_for_no_processes(tag, timeout=30) == {}
+    assert warm.status() is None
+
+
+def test_a_server_whose_starter_ends_unacknowledged_stops_after_it_is_up(tmp_path,
+                                                                          monkeypatch):
+    """Even once its tree is up and the tree file written, a server whose `dac up`
+    never acknowledged it (ended between the tree file and its report) stops."""
+    import subprocess
+    from dac import warm_tree as warm
+    from proctools import tagged_env
+    folder = str(tmp_path / "tree")
+    monkeypatch.setenv("DAC_TREE_DIR", folder)
+    from stealing.warm import folder as W
+    tag = new_tag()
+    lock = W.take_up_lock(W.make_tree_dir())        # as `dac up` takes it
+    starter, ack = os.pipe()
+    spec = json.dumps({"topology": None, "options": {"procs": 2, "preload": []},
+                       "lock_fd": lock, "starter_fd": starter})
+    proc = subprocess.Popen([sys.executable, "-m", "dac.warm_tree", spec], cwd=ROOT,
+                            env=tagged_env(tag), pass_fds=(lock, starter),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    os.close(starter)
+    os.close(lock)
+    try:
+        assert wait_for(lambda: os.path.exists(os.path.join(folder, "tree.json")), 60)
+        assert warm.status()["leaves"] == 2         # up and answering
+    finally:
+        os.close(ack)                               # `dac up` gone, nothing said
+    assert proc.wait(30) is not None
+    assert wait_for_no_processes(tag, timeout=30) == {}
+    assert warm.status() is None

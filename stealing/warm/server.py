@@ -433,5 +433,8 @@ class TreeServer:
 
 
 def _raise_exit(signum: int, frame: FrameType | None) -> NoReturn:
-    """SIGTERM ends the server as ``dac down`` would (``serve`` cleans up)."""
+    """SIGTERM ends the server as ``dac down`` would (``serve`` cleans up). Once:
+    a second SIGTERM (``dac up`` and its pipe both ask, see ``dac.warm_tree``) would
+    cut that cleanup short and leave leaves behind; SIGKILL still ends it."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(f"warm tree: signal {signum}")
