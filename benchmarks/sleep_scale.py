@@ -132,8 +132,10 @@ def main() -> int:
             assert report.result == nodes, (report.result, nodes)
             st = report.stats
             routers = sum(1 for p in st["processes"] if p["role"] == "router")
+            wakes = sum(p.get("wakes", 0) for p in st["processes"] if p["role"] == "leaf")
             runs[name].append((ideal / report.elapsed_s, report.elapsed_s, routers,
-                               st["steals_split"], st["split_tasks"], startup))
+                               st["steals_split"], st["split_tasks"], startup,
+                               wakes / nodes))
     top = statistics.median(ceilings) if ceilings else None
     if ceilings:
         print(f"ceiling ({args.leaves} plain processes, each sleeping {nodes // args.leaves}"
@@ -148,7 +150,8 @@ def main() -> int:
               f"{', '.join(f'{r[5]:.1f}' for r in rs)} s; elapsed "
               f"{', '.join(f'{r[1]:.2f}' for r in rs)} s; split steals "
               f"{', '.join(str(r[3]) for r in rs)}; split tasks "
-              f"{', '.join(str(r[4]) for r in rs)}")
+              f"{', '.join(str(r[4]) for r in rs)}; the leaves' wakes a node "
+              f"{', '.join(f'{r[6]:.2f}' for r in rs)}")
     return 0
 
 

@@ -65,3 +65,55 @@ def test_a_leaf_waiting_for_stolen_work_sleeps_until_rung():
     top = [p for p in leaves if p["tasks"] == 1 and p["split_tasks"] == 0]
     assert len(top) == 1
     assert top[0]["wakes"] < 300, top      # at 1 ms: more than 1000 in 1.2 s
+
+
+def test_one_look_finds_a_message_that_came_while_nobody_probed():
+    """MPICH's Improbe matches only what an earlier call's progress took in: a message
+    that came while the process slept was found by the second probe, never the first,
+    so every wake on a ring cost a second sleep (and a running task's poll on a ring
+    found its message 2 ms later). A look now probes twice when the first finds
+    nothing (``SECOND_LOOK``)."""
+    import sys
+
+    from mpi4py import MPI
+
+    from stealing.transport.mailbox import Mailbox
+    script = os.path.join(os.path.dirname(__file__), "scripts", "mpi_sender.py")
+    child = MPI.COMM_SELF.Spawn(sys.executable, [script], 1)
+    try:
+        time.sleep(0.5)                     # the message is there; nobody probed
+        got = Mailbox(MPI).poll([child])
+        assert got is not None and got[2:] == (5, "hello"), got
+    finally:
+        child.send("bye", 0, 6)
+        child.Disconnect()
+
+
+class _Quiet:
+    """A link with nothing to read (``Mailbox.wait`` only probes it)."""
+
+    def improbe(self, source, tag, status):
+        return None
+
+
+def test_a_crowded_wait_sleeps_until_a_ring_from_its_start():
+    """With more leaves than cores every wake-up takes CPU from a task: a wait on
+    links that all ring sleeps until a ring from its start (at most ``RUNG_SLEEP``)
+    instead of probing from 20 us up; elsewhere it still probes from 20 us."""
+    from mpi4py import MPI
+
+    from stealing.transport import mailbox as M
+    name = bell_name(os.getpid(), (98, 1))
+    for crowded, most in ((True, 3), (False, 100)):
+        mb = M.Mailbox(MPI)
+        mb.bell = Bell(name)
+        link = _Quiet()
+        mb._rung.add(id(link))
+        mb.crowded = crowded
+        try:
+            assert mb.wait([link], timeout=0.1) is None
+            sleeps = mb.sleeps
+        finally:
+            mb.bell.close()
+        assert (sleeps <= most) and (crowded or sleeps >= 8), (crowded, sleeps)
+    assert M.crowded(2 * (os.cpu_count() or 1)) and not M.crowded(1)

@@ -38,7 +38,7 @@ from stealing.roles.script_env import adopt
 from stealing.roles.status import ROLES, SharedStatus, Start
 from stealing.transport import protocol as P
 from stealing.transport.bell import Bell, bell_name
-from stealing.transport.mailbox import Mailbox
+from stealing.transport.mailbox import Mailbox, crowded
 from stealing.transport.segments import Segments
 from stealing.transport.world import spawned
 
@@ -232,6 +232,7 @@ def take_init(MPI: ModuleType, parent: Intercomm) -> tuple[Mailbox, P.Init]:
     _, _, tag, init = got
     if tag != P.INIT:
         raise RuntimeError(f"dac process: expected INIT, got {P.name(tag)}")
+    mailbox.crowded = crowded(init.tree.leaves)
     return mailbox, init
 
 

@@ -36,7 +36,7 @@ from stealing.roles.executor import TaskExecutor
 from stealing.roles.node import Node
 from stealing.transport import protocol as P
 from stealing.transport.bell import Bell, bell_name
-from stealing.transport.mailbox import Mailbox
+from stealing.transport.mailbox import Mailbox, crowded
 from stealing.transport.segments import Segments, sweep
 from stealing.transport.world import ASSIGN
 from stealing.transport.world import current as launcher_ranks
@@ -163,6 +163,7 @@ class RootScheduler:
         init = P.Init(self.settings, tree, script, role="root",
                       cluster=self.plan.cluster)
         mailbox = Mailbox(MPI)
+        mailbox.crowded = crowded(leaves)
         mailbox.trace = open_trace("root")
         mailbox.bell = Bell.open(bell_name(os.getpid(), ()))
         mailbox.segments = Segments(os.getpid())
