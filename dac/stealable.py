@@ -77,8 +77,9 @@ MAX_GRAIN_DEPTH = 48    # as the root's automatic depth (dac.expansion.MAX_AUTO_
 POLL_S = 2e-3       # how often a running task lets its worker read messages (a probe costs ~10-60 µs)
 SLOW_GAP = POLL_S / SLOW    # a tick this long before the next spawn: spawns are slow
 SLOW_TICK_S = 0.05  # the clock's ticks where the parent rings the leaf (``dac.ticker``)
-RING_RETRIES = 5    # polls after a ring that found nothing (MPI shows a message late:
-#                     5-12 ms seen; retried 2, 4, ... 10 ms apart)
+RING_RETRIES = 5    # polls after a ring that found nothing, 2, 4, ... 10 ms apart: a
+#                     net for a ring ahead of a send that completes late (a look finds
+#                     any message already there: stealing.transport.mailbox.SECOND_LOOK)
 
 # Interpreter frames one level of the user's recursion costs in a leaf task: the
 # user's frame, then SpawnFunction.__call__ and StealableContext.call (a plain call),

@@ -16,7 +16,7 @@ Two signals, while a task runs:
   every ``period`` seconds where nobody rings (a parent on another host), else first
   after ``period`` (to learn early whether the task's spawns are slow) and then every
   ``slow_period`` (captured output goes up at polls). ``soon`` brings the next one
-  forward: MPI may show a message some time after its ring.
+  forward: a ring may come ahead of a send that completes late.
 
 ``pause`` stops both while the task polls by itself (every spawn counted, as where
 spawns are slow: a ring would only wake its sleep), ``resume`` starts them again.
