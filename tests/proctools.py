@@ -176,3 +176,21 @@ def leftover_shm(since: float) -> list:
         return []
     used = mapped_shm()
     return sorted(p for p in out if p not in used and os.path.exists(p))
+
+
+def snapshot(tag: str) -> str:
+    """What each process carrying ``tag`` is doing (state, kernel wait, command
+    line): for the message of a test that found a run hanging, before it kills it."""
+    lines = []
+    for pid in tagged_pids(tag):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/wchan") as f:
+                wchan = f.read().strip() or "-"
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().replace(b"\0", b" ").decode(errors="replace")[:160]
+        except OSError:
+            continue
+        lines.append(f"{pid} {state} {wchan} {args}")
+    return "\n".join(lines) or "(no process)"

@@ -31,7 +31,14 @@ import sys
 import time
 
 import pytest
-from proctools import CHECKOUT, leftover_shm, new_tag, tagged_env, wait_for_no_processes
+from proctools import (
+    CHECKOUT,
+    leftover_shm,
+    new_tag,
+    snapshot,
+    tagged_env,
+    wait_for_no_processes,
+)
 from test_slurm import slurm  # noqa: F401  (the fixture of the slurm commands)
 
 LONG_S = 8.0
@@ -236,13 +243,17 @@ def _shell(command: str, cwd, tag: str, env: dict | None = None):
                             start_new_session=True)
 
 
-def _finish(proc, timeout: float = 300):
+def _finish(proc, timeout: float = 300, tag: str | None = None):
+    """``(returncode, stdout, stderr)``; after ``timeout`` the command's process group
+    is killed (returncode None), and with ``tag`` what its processes were doing is
+    added to stderr (a hang says where it hung)."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        seen = snapshot(tag) if tag is not None else ""
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        return None, out, err
+        return None, out, f"{err}\nprocesses when it was killed:\n{seen}"
     return proc.returncode, out, err
 
 
@@ -294,8 +305,8 @@ def test_a_long_benchmark_starts_as_shown_and_ends_on_ctrl_c(command, scratch):
     finished = proc.poll() is not None
     if not finished:
         os.killpg(proc.pid, signal.SIGINT)
-    code, out, err = _finish(proc, timeout=60)
-    assert code is not None, f"{command}: still running 60 s after Ctrl-C"
+    code, out, err = _finish(proc, timeout=60, tag=tag)
+    assert code is not None, f"{command}: still running 60 s after Ctrl-C\n{err[-4000:]}"
     if finished:
         assert code == 0, f"{command}: exit {code}\n{err[-2000:]}"
     assert "Error" not in err.replace("KeyboardInterrupt", ""), err[-2000:]
