@@ -382,45 +382,33 @@ def test_dac_own_modules_are_never_taken_for_a_script_s():
         assert modules._is_script(name, importlib.import_module(name)) is None, name
 
 
-def test_ctrl_c_during_dac_up_leaves_no_tree(tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", ["ctrl-c", "sigkill"])
+def test_dac_up_ended_while_its_leaves_start_leaves_no_tree(how, tmp_path, monkeypatch):
     """The server runs in a session of its own (a Ctrl-C in the terminal does not reach
-    it): `dac up` interrupted while its leaves start stops the server it started."""
+    it). `dac up` interrupted while its leaves start stops the server it started; a
+    `dac up` that cannot (SIGKILL, as `timeout` or an interrupted `subprocess.run`
+    sends) still leaves no tree: the server sees its pipe close before `dac up`
+    acknowledged the tree, and ends with what it spawned."""
     from dac import warm_tree as warm
     folder = str(tmp_path / "tree")
     monkeypatch.setenv("DAC_TREE_DIR", folder)     # launch's environment takes it
     tag = new_tag()
     proc = launch([DAC, "up", "--procs", "2"], tag, cwd=ROOT)
-    def servers():
-        return [p for p in tagged_pids(tag, python_only=True) if warm._is_server(p)]
-
-    assert wait_for(servers, 60)
-    time.sleep(0.3)                                 # its tree is being spawned
-    os.killpg(proc.pid, signal.SIGINT)              # what a terminal's Ctrl-C does
-    code, out, err, seconds = finish(proc, 60)
-    assert code not in (0, None) and seconds < 30, (code, out, err)
-    assert wait_for_no_processes(tag, timeout=15) == {}
-    assert servers() == [] and warm.status() is None
-
-
-def test_dac_up_killed_before_it_reports_leaves_no_tree(tmp_path, monkeypatch):
-    """A `dac up` that cannot stop its server (SIGKILL, as `timeout` or an interrupted
-    `subprocess.run` sends) still leaves no tree: the server sees its pipe close
-    before `dac up` acknowledged the tree, and ends with what it spawned."""
-    from dac import warm_tree as warm
-    folder = str(tmp_path / "tree")
-    monkeypatch.setenv("DAC_TREE_DIR", folder)
-    tag = new_tag()
-    proc = launch([DAC, "up", "--procs", "2"], tag, cwd=ROOT)
 
     def servers():
         return [p for p in tagged_pids(tag, python_only=True) if warm._is_server(p)]
 
     assert wait_for(servers, 60)
     time.sleep(0.3)                                 # its tree is being spawned
-    proc.kill()
-    finish(proc, 10)
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)          # what a terminal's Ctrl-C does
+        code, out, err, seconds = finish(proc, 60)
+        assert code not in (0, None) and seconds < 30, (code, out, err)
+    else:
+        proc.kill()
+        finish(proc, 10)
     assert wait_for_no_processes(tag, timeout=30) == {}
-    assert warm.status() is None
+    assert servers() == [] and warm.status() is None
 
 
 def test_a_server_whose_starter_ends_unacknowledged_stops_after_it_is_up(tmp_path,
