@@ -79,7 +79,7 @@ SLOW_GAP = POLL_S / SLOW    # a tick this long before the next spawn: spawns are
 SLOW_TICK_S = 0.05  # the clock's ticks where the parent rings the leaf (``dac.ticker``)
 RING_RETRIES = 5    # polls after a ring that found nothing, 2, 4, ... 10 ms apart: a
 #                     net for a ring ahead of a send that completes late (a look finds
-#                     any message already there: stealing.transport.mailbox.SECOND_LOOK)
+#                     any message already there: the second look, stealing.transport.mailbox)
 
 # Interpreter frames one level of the user's recursion costs in a leaf task: the
 # user's frame, then SpawnFunction.__call__ and StealableContext.call (a plain call),

@@ -72,7 +72,7 @@ def test_one_look_finds_a_message_that_came_while_nobody_probed():
     that came while the process slept was found by the second probe, never the first,
     so every wake on a ring cost a second sleep (and a running task's poll on a ring
     found its message 2 ms later). A look now probes twice when the first finds
-    nothing (``SECOND_LOOK``)."""
+    nothing (the second look, ``stealing.transport.mailbox``)."""
     import sys
 
     from mpi4py import MPI

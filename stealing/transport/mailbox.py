@@ -58,8 +58,7 @@ AFTER_RING_SLEEP = 1e-3
 # never by the first (measured here: after a ring, or 50 ms after the message came,
 # always the second, 0.27 us an empty probe). So a look at a link probes again once
 # when the first finds nothing, instead of leaving the message to the next look, a
-# sleep later (2 ms later for a running task polled on a ring).
-SECOND_LOOK = True
+# sleep later (2 ms later for a running task polled on a ring): the second look.
 
 # what a wait hands its caller: (index of the link in ``comms``, source rank, tag,
 # payload); the payload is whatever the peer sent (``protocol.PAYLOADS``)
@@ -247,12 +246,12 @@ class Mailbox:
                 continue
             if self._failed and id(comm) in self._failed:
                 return i, 0, LOST, self._failed[id(comm)][1]
-            again = SECOND_LOOK
+            again = True            # the second look (see above ``Received``)
             while True:
                 try:
                     msg = comm.improbe(self.MPI.ANY_SOURCE, self.MPI.ANY_TAG, status)
                     if msg is None:
-                        if again:       # see SECOND_LOOK
+                        if again:
                             again = False
                             continue
                         break
@@ -309,8 +308,8 @@ class Mailbox:
         rung = self._all_rung(comms)
         if rung:
             cap = max(cap, RUNG_SLEEP)
-        crowded = rung and self.crowded     # a message comes with a ring: no probing
-        if crowded:
+        long_waits = rung and self.crowded  # a message comes with a ring: no probing
+        if long_waits:
             delay = cap
         start = time.monotonic()
         next_idle = start + idle_every
@@ -340,6 +339,6 @@ class Mailbox:
                 next_idle = time.monotonic() + idle_every
             elif woke:      # a message is on its way (found by the look that follows,
                 # else a ring ahead of a send completing: probed for a while)
-                delay = AFTER_RING_SLEEP if crowded else self.min_sleep
+                delay = AFTER_RING_SLEEP if long_waits else self.min_sleep
                 continue
             delay = min(delay * 2, cap)
