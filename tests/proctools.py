@@ -194,3 +194,19 @@ def snapshot(tag: str) -> str:
             continue
         lines.append(f"{pid} {state} {wchan} {args}")
     return "\n".join(lines) or "(no process)"
+
+
+def dump_stacks(tag: str, wait_s: float = 1.0) -> None:
+    """Make each Python of ``tag`` that dac did not spawn (the command's own: the
+    root) write the stack of every thread to its stderr, through ``faulthandler``
+    (``PYTHONFAULTHANDLER=1`` in its environment): a run that hangs then says in
+    which call, even one inside MPI. The process ends on it (SIGABRT)."""
+    import signal
+    pids = [p for p in tagged_pids(tag, python_only=True)
+            if MARKER.encode() not in _read(f"/proc/{p}/cmdline")]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGABRT)
+        except OSError:
+            pass
+    time.sleep(wait_s if pids else 0)

@@ -33,6 +33,7 @@ import time
 import pytest
 from proctools import (
     CHECKOUT,
+    dump_stacks,
     leftover_shm,
     new_tag,
     snapshot,
@@ -237,6 +238,7 @@ def _shell(command: str, cwd, tag: str, env: dict | None = None):
     full = tagged_env(tag)
     full["PATH"] = f"{bin_dir}{os.pathsep}{os.path.dirname(PYTHON)}{os.pathsep}" \
         f"{full.get('PATH', '')}"
+    full["PYTHONFAULTHANDLER"] = "1"        # (for dump_stacks, should it hang)
     full.update(env or {})
     return subprocess.Popen(["/bin/sh", "-c", command], cwd=str(cwd), env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -251,6 +253,8 @@ def _finish(proc, timeout: float = 300, tag: str | None = None):
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         seen = snapshot(tag) if tag is not None else ""
+        if tag is not None:         # the command's own Pythons print their stacks
+            dump_stacks(tag)
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         return None, out, f"{err}\nprocesses when it was killed:\n{seen}"

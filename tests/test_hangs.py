@@ -171,3 +171,40 @@ def test_keyboard_interrupt_raised_by_a_task_reaches_the_caller_as_such(depth):
         assert "TaskError: task walk(2, " in err and "raised KeyboardInterrupt" in err, \
             err[-2000:]
         assert "leaf pid" in err
+
+
+STUCK_FINALIZE = """
+import time
+import dac
+from stealing.transport import mpi
+
+@dac.spawn
+def double(n):
+    return 2 * n
+
+print(dac.run(double, 21, procs=2), flush=True)
+mpi.CLOSE_S = 2.0
+mpi._state["MPI"].Finalize = lambda: time.sleep(300)   # as MPICH's, waiting on a peer
+"""
+
+
+def test_an_mpi_finalize_that_never_returns_ends_the_process_with_a_message():
+    # MPI_Finalize spins inside MPICH while a peer cannot do its part, where no
+    # Ctrl-C reaches Python: a bound ends the process instead of a silent hang
+    code, out, err, seconds = run_script([sys.executable, "-c", STUCK_FINALIZE])
+    assert out.strip() == "42", (out, err)
+    assert code == 1 and seconds < 30, (code, seconds, err)
+    assert "dac: MPI_Finalize did not return within 2 s (a process of a run ended " \
+           "without closing its link?): exiting without it. Ending the run" in err, err
+
+
+def test_a_deadline_ends_a_call_that_cannot_return_as_soon_as_its_check_says_so():
+    script = ("import time\nfrom stealing.transport.deadline import Deadline\n"
+              "began = time.monotonic()\n"
+              "with Deadline(1.0, 'never'):\n    time.sleep(0.2)\n"
+              "print('returned in time', flush=True)\n"
+              "with Deadline(60.0, 'the timeout', lambda: 'a peer was lost' if "
+              "time.monotonic() - began > 0.5 else None):\n    time.sleep(300)\n")
+    code, out, err, seconds = run_script([sys.executable, "-c", script])
+    assert out == "returned in time\n" and code == 1 and seconds < 10, (out, err)
+    assert re.fullmatch(r"dac: a peer was lost\. Ending the run \(pid \d+\)\.\n", err), err

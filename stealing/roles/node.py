@@ -26,6 +26,7 @@ from stealing.observe.stats import Meter
 from stealing.roles.membership import Child, Membership
 from stealing.transport import protocol as P
 from stealing.transport.bell import bell_name
+from stealing.transport.deadline import CLOSE_S, Deadline
 from stealing.transport.mailbox import Mailbox
 from stealing.transport.spawning import spawn
 from stealing.transport.world import current as launcher_ranks
@@ -474,8 +475,10 @@ class Node(Membership):
     def finish_stop(self) -> None:
         """Every child said BYE: complete the sends and close the links."""
         self.mailbox.flush(timeout=10)
-        for comm in self.comms:
-            comm.Disconnect()
+        with Deadline(CLOSE_S, f"closing the links to {len(self.comms)} group(s) of "
+                      f"children after their BYE did not finish within {CLOSE_S:.0f} s"):
+            for comm in self.comms:
+                comm.Disconnect()
         self.comms = []
 
     def subtree_pids(self) -> list[int]:

@@ -31,6 +31,7 @@ from typing import Collection, Iterable, NoReturn, TypedDict
 
 from stealing.host.losses import make_run_dir
 from stealing.host.shm import own_shm, sweep_hydra_files, sweep_unused_shm, unlink_shm
+from stealing.transport.deadline import CLOSE_S, Deadline
 
 
 class _State(TypedDict):
@@ -270,6 +271,9 @@ def _finalize() -> None:
         if MPI.Is_initialized() and not MPI.Is_finalized():
             import mpi4py  # lazy: imported by init_mpi already; never at import
             if mpi4py.rc.finalize is False:
-                MPI.Finalize()
+                with Deadline(CLOSE_S, f"MPI_Finalize did not return within "
+                              f"{CLOSE_S:.0f} s (a process of a run ended without "
+                              f"closing its link?): exiting without it"):
+                    MPI.Finalize()
     except Exception:                                       # noqa: BLE001
         pass

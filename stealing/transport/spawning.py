@@ -9,17 +9,13 @@ to Spawn is ever an empty string (MPICH kills the whole job on one).
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
-import time
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import stealing
 from stealing.host.losses import describe_loss, read_lost_records
-from stealing.host.procs import children_named, descendants, signal_all
-from stealing.host.shm import own_shm, unlink_shm
+from stealing.transport.deadline import Deadline
 from stealing.transport.mpi import after_spawn, check_usable
 from stealing.transport.world import launched
 
@@ -65,15 +61,21 @@ def spawn(MPI: ModuleType, count: int, host: str | None = None,
         info.Set("host", host)
     info.Set("wdir", os.getcwd())
     errcodes: list[int] = []
-    deadline = _Deadline(count, host, run_dir if watch_losses else None)
+    where = host or "this machine"
+    seconds = spawn_timeout()
+    deadline = Deadline(
+        seconds, f"starting {count} process(es) on {where} did not finish within "
+        f"{seconds:.0f} s (DAC_SPAWN_TIMEOUT): MPI could not start them there (is the "
+        f"host up, and reachable by the MPI launcher?)",
+        _loss_check(run_dir, count, where) if watch_losses and run_dir else None)
     try:
-        comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
-                                   root=0, errcodes=errcodes)
+        with deadline:
+            comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
+                                       root=0, errcodes=errcodes)
     except MPI.Exception as exc:
         raise SpawnRefused(count, host, f"MPI_Comm_spawn failed: "
                            f"{exc.Get_error_string()}") from exc
     finally:
-        deadline.cancel()
         info.Free()
         after_spawn()
     bad = [e for e in errcodes if e != MPI.SUCCESS]
@@ -112,54 +114,15 @@ def spawn_timeout() -> float:
         return 120.0
 
 
-class _Deadline:
-    """Ends this process if a spawn cannot return.
-
-    ``MPI_Comm_spawn`` cannot be interrupted: when the process manager fails to start
-    processes (a host that stopped answering, a launcher that hangs) or is ending the
-    job because a process of it died, MPICH waits forever, spinning. A watcher thread
-    then says what failed, ends the process manager dac started and the processes it
-    spawned, and exits with status 1: a clear end instead of a silent hang.
-    """
-
-    POLL_S = 0.2
-
-    def __init__(self, count: int, host: str | None, run_dir: str | None) -> None:
-        self.count, self.host, self.run_dir = count, host or "this machine", run_dir
-        self.seconds = spawn_timeout()
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self.watch, daemon=True,
-                                       name="dac-spawn-deadline")
-        self.thread.start()
-
-    def cancel(self) -> None:
-        """The spawn returned: the watcher ends without a word."""
-        self.done.set()
-
-    def watch(self) -> None:
-        """The watcher thread: ``expire`` on a lost process or at the deadline."""
-        end = time.monotonic() + self.seconds
-        while not self.done.wait(self.POLL_S):
-            lost = read_lost_records(self.run_dir) if self.run_dir else []
-            if lost:
-                r = lost[0]
-                self.expire(f"the run lost a process while starting {self.count} more "
-                            f"on {self.host}: {r['role']} pid {r['pid']} on {r['host']} "
-                            f"{describe_loss(r)}, and MPI cannot start processes for "
-                            f"this job any more")
-            if time.monotonic() > end:
-                self.expire(f"starting {self.count} process(es) on {self.host} did not "
-                            f"finish within {self.seconds:.0f} s (DAC_SPAWN_TIMEOUT): "
-                            f"MPI could not start them there (is the host up, and "
-                            f"reachable by the MPI launcher?)")
-
-    def expire(self, why: str) -> None:
-        """Say ``why``, end the process manager, its processes and their shared
-        memory, and exit."""
-        if self.done.is_set():
-            return
-        sys.stderr.write(f"dac: {why}. Ending the run (pid {os.getpid()}).\n")
-        sys.stderr.flush()
-        signal_all(descendants(children_named("mpiexec")), signal.SIGKILL)
-        unlink_shm(own_shm())
-        os._exit(1)         # (its folders go with the next root: see make_run_dir)
+def _loss_check(run_dir: str, count: int, host: str) -> Callable[[], str | None]:
+    """A ``Deadline`` check: a process of the run lost meanwhile means the spawn
+    cannot return (MPICH is ending the job)."""
+    def lost() -> str | None:
+        records = read_lost_records(run_dir)
+        if not records:
+            return None
+        r = records[0]
+        return (f"the run lost a process while starting {count} more on {host}: "
+                f"{r['role']} pid {r['pid']} on {r['host']} {describe_loss(r)}, and MPI "
+                f"cannot start processes for this job any more")
+    return lost
