@@ -204,3 +204,21 @@ def test_a_leaf_sees_no_package_of_dac_as_a_top_level_module():
     assert found == dict.fromkeys(names), found
     assert dac.run(programs.module_origin, "stealing", procs=1).endswith(
         os.path.join("stealing", "__init__.py"))
+
+
+@pytest.mark.parametrize("cut", [0, 5])
+def test_ctrl_c_while_the_root_introduces_its_new_processes_ends_cleanly_and_soon(cut):
+    """The interrupt comes after the spawn returned, as the root sends INIT to its
+    8 leaves: those that got none yet take the STOP that comes instead and say BYE,
+    so the tree stops at once and MPI finalizes. Before: they died of the unexpected
+    STOP, the root waited 10 s for BYEs that never came, and MPI_Finalize crashed
+    (exit code 139; on a slower machine it spun: a Ctrl-C that hung)."""
+    tag, t0 = new_tag(), time.time()
+    proc = launch([sys.executable, os.path.join(HERE, "scripts", "cut_introductions.py"),
+                   "8", str(cut)], tag)
+    code, out, err, _ = finish(proc, 60)
+    assert code == 130 and "interrupted; stopped in" in out, (code, out, err[-2000:])
+    stopped = float(out.split("stopped in ")[1].split()[0])
+    assert stopped < 5, out
+    assert wait_for_no_processes(tag, timeout=10) == {}
+    assert leftover_shm(t0) == []

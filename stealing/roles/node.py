@@ -108,9 +108,13 @@ class Node(Membership):
             self.mailbox.name_link(comm, len(self.children))
             if launcher_ranks() is None:        # (a launcher's ranks are not spawned)
                 self.meter.record["spawns"] += len(group)
+            # every new process is a child before any is sent INIT: an interrupt
+            # between two INITs leaves none unknown (each takes the STOP instead)
+            first = len(self.children)
             for i, kid in enumerate(group):
                 self._add_child(comm, i, kid["role"], kid["procs"], kid)
-                self._introduce(comm, i, kid, spawned_at=began)
+            for i, kid in enumerate(group):
+                self._introduce(comm, i, kid, spawned_at=began, index=first + i)
 
     def _spawn(self, count: int, host: str | None) -> Intercomm:
         """Spawn ``count`` dac processes on ``host``; under fault tolerance their link

@@ -214,22 +214,28 @@ def _start_mpi() -> ModuleType:
     return MPI
 
 
-def _meet_parent(MPI: ModuleType) -> tuple[Intercomm, Mailbox, P.Init]:
+def _meet_parent(MPI: ModuleType) -> tuple[Intercomm, Mailbox, P.Init | None]:
     """The link to the parent (a dead parent: an error, not an abort), this process's
-    mailbox, and the parent's first message, INIT."""
+    mailbox, and the parent's first message, INIT (None: the tree stopped first)."""
     parent = MPI.Comm.Get_parent()
     if parent == MPI.COMM_NULL:
         sys.exit("stealing.roles.process is started by dac with MPI_Comm_spawn, not by hand")
     return parent, *take_init(MPI, parent)
 
 
-def take_init(MPI: ModuleType, parent: Intercomm) -> tuple[Mailbox, P.Init]:
-    """This process's mailbox, and the parent's first message on its new link: INIT."""
+def take_init(MPI: ModuleType, parent: Intercomm) -> tuple[Mailbox, P.Init | None]:
+    """This process's mailbox, and the parent's first message on its new link: INIT.
+    None instead when the parent sends STOP first (a Ctrl-C in the root between its
+    spawn and the INITs): this process then says BYE, as one that played its role,
+    and its caller lets the link go, so that the tree stops at once and cleanly."""
     parent.Set_errhandler(MPI.ERRORS_RETURN)    # a dead parent: an error, not an abort
     mailbox = Mailbox(MPI)
     got = mailbox.wait([parent])
     assert got is not None                      # (no timeout: it waits for one)
     _, _, tag, init = got
+    if tag == P.STOP:
+        mailbox.send(parent, P.Bye([]), 0, P.BYE)
+        return mailbox, None
     if tag != P.INIT:
         raise RuntimeError(f"dac process: expected INIT, got {P.name(tag)}")
     mailbox.crowded = crowded(init.tree.leaves)
@@ -242,9 +248,10 @@ def _work(status: SharedStatus, run_dir: str | None, started: float) -> None:
     MPI = _start_mpi()
     mpi_up = time.time()
     parent, mailbox, init = _meet_parent(MPI)
-    marks = {"main": started, "mpi": mpi_up, "init": time.time()}
-    play(MPI, parent, mailbox, init, Start(marks, own_shm(), status, os.getppid()),
-         run_dir)
+    if init is not None:
+        marks = {"main": started, "mpi": mpi_up, "init": time.time()}
+        play(MPI, parent, mailbox, init, Start(marks, own_shm(), status, os.getppid()),
+             run_dir)
     _finish(MPI, parent, mailbox, status)
 
 

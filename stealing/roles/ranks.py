@@ -84,8 +84,9 @@ def _play_one(world: World, assignment: Assignment) -> None:
     mailbox, init = take_init(world.MPI, parent)
     marks = {"main": started, "mpi": linked, "init": time.time()}
     try:
-        play(world.MPI, parent, mailbox, init, Start(marks, own_shm(), SharedStatus()),
-             None)
+        if init is not None:            # (None: the tree stopped before it began)
+            play(world.MPI, parent, mailbox, init,
+                 Start(marks, own_shm(), SharedStatus()), None)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     mailbox.flush(timeout=10)
