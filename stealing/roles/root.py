@@ -507,6 +507,9 @@ class RootScheduler:
                 or node.spawn_cut:
             self._end_strays()
         self.watch.close()
+        if node.mailbox.bell is not None:   # its name is the next tree's in this process
+            node.mailbox.bell.close()
+            node.mailbox.bell = None
         sweep(os.getpid())
         _remove_dir(self.run_dir)
 
