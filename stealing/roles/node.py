@@ -164,8 +164,9 @@ class Node(Membership):
                        parent_host=socket.gethostname(), spawned_at=spawned_at,
                        one_shot=one_shot, joined=joined,
                        parent_rings=is_this_machine(kid.get("host")))
-        if init.parent_rings:
+        if init.parent_rings:       # a child of this host: each rings the other's bell
             self.mailbox.ring_link(comm, rank, bell_name(self.init.tree.root_pid, path))
+            self.mailbox.rung_by(comm)
         if kid.get("latency_ms"):
             self.mailbox.set_delay(comm, kid["latency_ms"] / 1000.0)
         self.send(comm, rank, P.INIT, init)
