@@ -200,9 +200,29 @@ def environments(folder: str) -> tuple:
     return base, dict(base, DAC_ATTACH="1")
 
 
-def dac_cli(args, env, check=True) -> None:
+def dac_cli(args, env) -> None:
     subprocess.run([sys.executable, "-m", "launcher.cli", *args], cwd=ROOT, env=env,
-                   check=check, capture_output=True, text=True)
+                   check=True, capture_output=True, text=True)
+
+
+def take_down(env) -> None:
+    """``dac down``, seen through to its end: a Ctrl-C landing here (the user's
+    first, as the run ends, or a second) must not cut it short, or the warm tree
+    would outlive the benchmark. In a session of its own, so the Ctrl-C does not
+    reach it either; a failure is said, not raised (this runs in a ``finally``)."""
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "launcher.cli", "down"], cwd=ROOT,
+                                env=env, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+        while proc.returncode is None:
+            try:
+                proc.wait()
+            except KeyboardInterrupt:
+                print("(taking the warm tree down first)", file=sys.stderr, flush=True)
+        if proc.returncode != 0:
+            err.seek(0)
+            print(f"warning: `dac down` failed ({proc.returncode}): {err.read()[-2000:]}",
+                  file=sys.stderr, flush=True)
 
 
 def main() -> int:
@@ -246,7 +266,7 @@ def main() -> int:
                                                    else rep["compute_s"])
     finally:
         if "dac-warm" in ways:      # (no tree up, if `dac up` failed: nothing to do)
-            dac_cli(["down"], cold_env, check=False)
+            take_down(cold_env)
         import shutil
         shutil.rmtree(folder, ignore_errors=True)
     table = summarize(times, ways, args.n)

@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-from proctools import finish, launch, new_tag, wait_for_no_processes
+from proctools import finish, launch, new_tag, tagged_pids, wait_for, wait_for_no_processes
 from test_fault_tolerance import ulfm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,6 +33,20 @@ def test_peers_runs_every_way_with_the_right_count():
     assert "N = 9, whole command" in out and "dac-warm" in out
     assert not os.path.exists(report["tree_folder"])       # the warm tree is down
 
+
+
+def test_a_ctrl_c_on_peers_last_dac_down_still_takes_the_tree_down(tmp_path):
+    """peers.py ends with ``dac down``; a Ctrl-C landing on it cut it short and the
+    warm tree outlived the benchmark (CI: its processes left after the Ctrl-C test)."""
+    tag = new_tag()
+    script = os.path.join(ROOT, "tests", "scripts", "interrupted_take_down.py")
+    code, out, err, _ = finish(launch([sys.executable, script, str(tmp_path / "tree")],
+                                      tag), 120)
+    assert code == 0 and out.split()[1:] == ["taken", "down"], (code, out, err[-2000:])
+    server = int(out.split()[0])
+    assert "taking the warm tree down first" in err
+    assert wait_for(lambda: server not in tagged_pids(tag), 10)     # (not a zombie)
+    assert wait_for_no_processes(tag, timeout=10) == {}
 
 def test_work_first_measures_every_program_with_right_answers():
     code, out, err = run_benchmark("benchmarks/work_first.py", "--quick", "--repeat", "1",

@@ -222,3 +222,18 @@ def test_ctrl_c_while_the_root_introduces_its_new_processes_ends_cleanly_and_soo
     assert stopped < 5, out
     assert wait_for_no_processes(tag, timeout=10) == {}
     assert leftover_shm(t0) == []
+
+
+@pytest.mark.parametrize("cut", [0, 5])
+def test_processes_whose_root_is_killed_before_their_init_end_with_it(cut):
+    """The root dies (SIGKILL: no stop, no goodbye) as it sends INIT to its 8 new
+    leaves: those it introduced end as any leaf whose root is gone (their monitor
+    watches it), and those still waiting for their INIT, which know no root yet, are
+    ended by MPI's process manager, which ends the job when the root's link to it
+    closes. Nothing is left either way."""
+    tag = new_tag()
+    proc = launch([sys.executable, os.path.join(HERE, "scripts", "cut_introductions.py"),
+                   "8", str(cut), "kill"], tag)
+    code, out, err, _ = finish(proc, 60)
+    assert code == -signal.SIGKILL and "killed" in out, (code, out, err[-2000:])
+    assert wait_for_no_processes(tag, timeout=5) == {}

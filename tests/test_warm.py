@@ -127,6 +127,21 @@ def test_an_idle_tree_does_not_spin(up_tree):
     assert max(used.values()) < 0.15, used         # under 5% of a core each
 
 
+
+@pytest.mark.parametrize("removed", ["folder", "tree.json", "tree.sock"])
+def test_a_tree_nobody_can_find_any_more_ends(up_tree, removed):
+    """Its folder (or the tree file, or the socket) removed under it, no ``dac down``
+    could stop a tree and no script attach to it: it ends by itself, with its leaves.
+    Before, it stayed up idle for good (CI: a benchmark's Ctrl-C cut its own
+    ``dac down``, then it removed the tree's folder)."""
+    server = up_tree.info()["pid"]
+    if removed == "folder":
+        shutil.rmtree(up_tree.folder)
+    else:
+        os.unlink(os.path.join(up_tree.folder, removed))
+    assert wait_for(lambda: not os.path.exists(f"/proc/{server}"), 10), removed
+    assert wait_for_no_processes(up_tree.tag, timeout=10) == {}
+
 # attaching -------------------------------------------------------------------------
 def test_dac_run_attaches_and_says_so_once(up_tree):
     leaves = sorted(p["pid"] for p in up_tree.status()["processes"] if p["role"] == "leaf")

@@ -66,6 +66,7 @@ class TreeServer:
         self.folder = folder
         self.sched: RootScheduler | None = None
         self.listener: socket.socket | None = None
+        self.socket_ino = 0                     # the listening socket's file (inode)
         self.active: _Client | None = None      # the script that holds the tree
         self.queue: list[_Client] = []          # scripts waiting for it, in order
         self.others: list[_Client] = []         # connections that said no Hello yet
@@ -104,6 +105,7 @@ class TreeServer:
             os.umask(old)
         listener.listen(16)
         self.listener = listener
+        self.socket_ino = os.stat(path).st_ino
         self.info.update(pid=os.getpid(), uid=os.getuid(), socket=path, folder=self.folder,
                          started=self.started, host=socket.gethostname(),
                          log=os.path.join(self.folder, W.LOG_FILE),
@@ -141,6 +143,7 @@ class TreeServer:
             while self.down_by is None:
                 self._look(timeout=None if self.active is None else 1.0)
                 self._check_lost()
+                self._check_findable()
         finally:
             self.close()
             if self.down_by is not None:
@@ -414,6 +417,21 @@ class TreeServer:
             self.sched.check_lost()
         except Exception as exc:                            # noqa: BLE001
             raise SystemExit(f"warm tree: {exc}") from exc
+
+    def _check_findable(self) -> None:
+        """Between jobs, a tree nobody can find any more ends: its tree file or its
+        socket is gone from the folder (the folder removed, say), so no ``dac down``
+        could stop it and no script attach to it; it would idle for good."""
+        if self.in_job or self.listener is None:
+            return
+        try:
+            found = os.stat(os.path.join(self.folder, W.SOCKET_FILE)).st_ino == \
+                self.socket_ino and os.path.exists(os.path.join(self.folder, W.TREE_FILE))
+        except OSError:
+            found = False
+        if not found:
+            raise SystemExit(f"warm tree: its files in {self.folder} are gone (the folder "
+                             f"was removed?): nobody could find it any more, so it ends")
 
     # what dac status shows ---------------------------------------------------------
     def status(self) -> dict[str, Any]:
