@@ -378,13 +378,23 @@ def test_below_the_horizon_a_task_runs_in_the_elisions_context():
     assert below >= 900 and below + seen.count(("StealableContext", False)) == 1024
     assert state.current is None and ctx.below is ctx
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-    worker = _Peer()
-    ctx = _warm(StealableContext(worker))
-    t0 = time.perf_counter()
-    assert ctx.run_task(nest.binary, (17,), {}, 0, False) == 2 ** 17
-    spent = time.perf_counter() - t0
-    assert ctx.seq == 2 ** (HORIZON + 1) - 2          # entries only at the top
-    assert worker.polls >= min(10, spent / POLL_S / 4)  # polled after ticks
+    # entries only at the top; but a task descheduled between a tick and its next
+    # spawn takes its spawns for slow ones (``SLOW_GAP``, wall time: a task that
+    # sleeps is slow) and makes entries of them until a few polls measure them fast
+    # (CI: 128 entries), so one of three tries must show the undisturbed count
+    entries = []
+    for _ in range(3):
+        worker = _Peer()
+        ctx = _warm(StealableContext(worker))
+        t0 = time.perf_counter()
+        assert ctx.run_task(nest.binary, (17,), {}, 0, False) == 2 ** 17
+        spent = time.perf_counter() - t0
+        assert worker.polls >= min(10, spent / POLL_S / 4)  # polled after ticks
+        entries.append(ctx.seq)
+        if ctx.seq == 2 ** (HORIZON + 1) - 2:
+            break
+    assert entries[-1] == 2 ** (HORIZON + 1) - 2, entries
+    assert max(entries) < 2 ** 17 // 64, entries        # a misjudgement costs little
 
 
 def test_a_grain_function_below_the_horizon_keeps_its_grain():
