@@ -36,7 +36,6 @@ import errno
 import mmap
 import os
 import re
-import secrets
 import stat
 import weakref
 
@@ -77,7 +76,9 @@ class Segments:
     """The segments this process makes for the tree of ``root_pid``."""
 
     def __init__(self, root_pid: int) -> None:
-        self.prefix = f"dac-{os.getuid()}-{root_pid}-{os.getpid()}-{secrets.token_hex(4)}-"
+        # (os.urandom, as secrets.token_hex is: importing secrets cost every spawned
+        # process 5 ms, a tenth of its imports)
+        self.prefix = f"dac-{os.getuid()}-{root_pid}-{os.getpid()}-{os.urandom(4).hex()}-"
         self.made = 0
         self.broken = False         # /dev/shm refused a segment: MPI from then on
 
