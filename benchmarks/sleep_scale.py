@@ -16,7 +16,9 @@ as many plain processes as leaves, each sleeping its equal share of the nodes (n
 no dac, no stealing); the benchmark prints it and dac's efficiency over it. Measured on three shapes: the default tree
 (routers only above 95 leaves: ``branches = 4``, ``min_procs = 24``), the thesis'
 (``branches = 2``, ``min_procs = 2``: about one router per leaf) and a flat one
-(``min_procs`` large enough that the root spawns every leaf itself).
+(``min_procs`` large enough that the root spawns every leaf itself). After each
+measured job, with the tree still up, it also prints the memory the run holds: the
+PSS of this process and of everything it started (``benchmarks/_memory.py``).
 
 Run:  python benchmarks/sleep_scale.py                 # 32 leaves, three shapes, 2 runs
       python benchmarks/sleep_scale.py --leaves 64 --repeat 3
@@ -35,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), HERE]       # this checkout's dac; leaves follow
 
 import dac  # noqa: E402
+from _memory import run_memory  # noqa: E402
 
 
 def has_children(seed: int, depth: int, index: int, p: float) -> bool:
@@ -129,13 +132,14 @@ def main() -> int:
                 startup = time.perf_counter() - began
                 report = rt.run_report(nap_tree, args.seed, 0, 0, args.limit, args.p,
                                        args.ms)
+                memory = run_memory(args.leaves)        # the tree still up, after its job
             assert report.result == nodes, (report.result, nodes)
             st = report.stats
             routers = sum(1 for p in st["processes"] if p["role"] == "router")
             wakes = sum(p.get("wakes", 0) for p in st["processes"] if p["role"] == "leaf")
             runs[name].append((ideal / report.elapsed_s, report.elapsed_s, routers,
                                st["steals_split"], st["split_tasks"], startup,
-                               wakes / nodes))
+                               wakes / nodes, memory))
     top = statistics.median(ceilings) if ceilings else None
     if ceilings:
         print(f"ceiling ({args.leaves} plain processes, each sleeping {nodes // args.leaves}"
@@ -151,7 +155,8 @@ def main() -> int:
               f"{', '.join(f'{r[1]:.2f}' for r in rs)} s; split steals "
               f"{', '.join(str(r[3]) for r in rs)}; split tasks "
               f"{', '.join(str(r[4]) for r in rs)}; the leaves' wakes a node "
-              f"{', '.join(f'{r[6]:.2f}' for r in rs)}")
+              f"{', '.join(f'{r[6]:.2f}' for r in rs)}; memory after the job (PSS) "
+              f"{'; '.join(r[7] for r in rs)}")
     return 0
 
 

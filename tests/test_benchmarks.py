@@ -3,7 +3,9 @@ for the closing notes, never asserted here)."""
 
 import json
 import os
+import signal
 import sys
+import time
 
 import pytest
 from proctools import finish, launch, new_tag, tagged_pids, wait_for, wait_for_no_processes
@@ -47,6 +49,27 @@ def test_a_ctrl_c_on_peers_last_dac_down_still_takes_the_tree_down(tmp_path):
     assert "taking the warm tree down first" in err
     assert wait_for(lambda: server not in tagged_pids(tag), 10)     # (not a zombie)
     assert wait_for_no_processes(tag, timeout=10) == {}
+
+
+def test_the_memory_of_a_run_counts_shared_pages_once():
+    """``benchmarks/_memory.py``: PSS, read for live processes only; a forked child,
+    sharing its parent's pages, adds far less than its parent's own size."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from _memory import held_mb
+    big = bytearray(64 << 20)                   # 64 MB of this process's own pages
+    alone, count = held_mb([os.getpid()])
+    assert count == 1 and alone > 64
+    child = os.fork()
+    if child == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        both, count = held_mb([os.getpid(), child, 2 ** 22 + 1])    # (no such pid)
+        assert count == 2 and both < alone + 16, (alone, both)
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    del big
 
 def test_work_first_measures_every_program_with_right_answers():
     code, out, err = run_benchmark("benchmarks/work_first.py", "--quick", "--repeat", "1",
