@@ -140,3 +140,23 @@ def test_a_crowded_wait_sleeps_until_a_ring_from_its_start():
             mb.bell.close()
         assert (sleeps <= most) and (crowded or sleeps >= 8), (crowded, sleeps)
     assert M.crowded(2 * (os.cpu_count() or 1)) and not M.crowded(1)
+
+
+def test_a_long_crowded_wait_backs_off_to_a_wake_a_second():
+    """A crowded wait whose links all ring doubles its net under a lost ring at each
+    sleep no ring ended (50 ms, 100, 200 ... up to ``RUNG_IDLE_SLEEP``): a leaf
+    waiting 1.6 s for work sleeps 5 or 6 times, not 32 (on 256 leaves on 2 cores
+    such wakes were most of the leaves')."""
+    from mpi4py import MPI
+
+    from stealing.transport import mailbox as M
+    mb = M.Mailbox(MPI)
+    mb.bell = Bell(bell_name(os.getpid(), (98, 2)))
+    link = _Quiet()
+    mb._rung.add(id(link))
+    mb.crowded = True
+    try:
+        assert mb.wait([link], timeout=1.6) is None
+    finally:
+        mb.bell.close()
+    assert 5 <= mb.sleeps <= 6, mb.sleeps

@@ -44,6 +44,12 @@ DEEP_IDLE_AFTER = 1.0    # runs; the next job then reaches a level within 50 ms
 # ring that was lost. At 1 ms, 120 leaves of a 128-leaf tree waiting for work probed
 # 1000 times a second each: 0.2 CPU-s a leaf over a 14 s run, both cores full.
 RUNG_SLEEP = 50e-3
+# On a crowded host a wait whose links all ring doubles that net at each sleep no ring
+# ended, up to this: a leaf waiting for work wakes 5 times in its first second, then
+# once a second, where it woke 20 times a second (256 sleeping leaves on 2 cores: most
+# of the leaves' 0.94 wakes a node were such wakes of waiting leaves, each 100-300 us
+# of CPU taken from a running task).
+RUNG_IDLE_SLEEP = 1.0
 # On a crowded host (more leaves than cores) every wake-up takes CPU from a task:
 # there a wait whose links all ring sleeps until a ring (or RUNG_SLEEP) from its
 # start, and after a ring whose look found nothing (a send completing late) it probes
@@ -310,7 +316,7 @@ class Mailbox:
             cap = max(cap, RUNG_SLEEP)
         long_waits = rung and self.crowded  # a message comes with a ring: no probing
         if long_waits:
-            delay = cap
+            delay, cap = cap, max(cap, RUNG_IDLE_SLEEP)
         start = time.monotonic()
         next_idle = start + idle_every
         while True:
