@@ -46,9 +46,9 @@ DEEP_IDLE_AFTER = 1.0    # runs; the next job then reaches a level within 50 ms
 RUNG_SLEEP = 50e-3
 # On a crowded host a wait whose links all ring doubles that net at each sleep no ring
 # ended, up to this: a leaf waiting for work wakes 5 times in its first second, then
-# once a second, where it woke 20 times a second (256 sleeping leaves on 2 cores: most
-# of the leaves' 0.94 wakes a node were such wakes of waiting leaves, each 100-300 us
-# of CPU taken from a running task).
+# once a second, where it woke 20 times a second (8 idle leaves of a kept Runtime on 2
+# cores: 1.3 wakes a second each, not 21; 256 sleeping leaves: 0.58-0.65 wakes a node,
+# not 0.80-0.87, and a start-up of 41-48 s, not 50-56).
 RUNG_IDLE_SLEEP = 1.0
 # On a crowded host (more leaves than cores) every wake-up takes CPU from a task:
 # there a wait whose links all ring sleeps until a ring (or RUNG_SLEEP) from its
