@@ -54,8 +54,14 @@ def test_a_ctrl_c_on_peers_last_dac_down_still_takes_the_tree_down(tmp_path):
 def test_the_memory_of_a_run_counts_shared_pages_once():
     """``benchmarks/_memory.py``: PSS, read for live processes only; a forked child,
     sharing its parent's pages, adds far less than its parent's own size."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from _memory import held_mb
+    # loaded from its file: benchmarks/ on this session's sys.path would make its
+    # spine.py and uts.py the modules later tests' leaves import by those names
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "dac_bench_memory", os.path.join(ROOT, "benchmarks", "_memory.py"))
+    memory = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(memory)
+    held_mb = memory.held_mb
     big = bytearray(64 << 20)                   # 64 MB of this process's own pages
     alone, count = held_mb([os.getpid()])
     assert count == 1 and alone > 64
