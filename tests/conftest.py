@@ -1,4 +1,5 @@
-"""Shared fixtures: every test module must leave no dac process behind.
+"""Shared fixtures: every test module must leave no dac process behind, and every test
+the session's import path as it found it.
 
 A dac process is one whose command line holds ``stealing.roles.process``; the tests count only
 those carrying this session's ``DAC_TEST_TAG`` environment variable (see proctools.py),
@@ -31,6 +32,17 @@ def no_leftover_processes():
     yield
     left = proctools.wait_for_no_processes(timeout=5.0)
     assert not left, f"dac processes left after the module: {left}"
+
+
+@pytest.fixture(autouse=True)
+def import_path_kept():
+    """A test leaves ``sys.path`` as it found it: the leaves of every later test adopt
+    this process's path, and a folder put first there made its modules the ones the
+    leaves imported (benchmarks/spine.py for the tests' spine: 3 CI failures)."""
+    before = list(sys.path)
+    yield
+    after, sys.path[:] = list(sys.path), before
+    assert after == before, f"the test changed sys.path: {after[:4]} (was {before[:4]})"
 
 
 @pytest.fixture
