@@ -425,8 +425,8 @@ class TreeServer:
         if self.in_job or self.listener is None:
             return
         try:
-            found = os.stat(os.path.join(self.folder, W.SOCKET_FILE)).st_ino == \
-                self.socket_ino and os.path.exists(os.path.join(self.folder, W.TREE_FILE))
+            found = os.stat(self.info["socket"]).st_ino == self.socket_ino and \
+                os.path.exists(os.path.join(self.folder, W.TREE_FILE))
         except OSError:
             found = False
         if not found:
