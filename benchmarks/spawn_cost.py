@@ -104,12 +104,13 @@ def promotion_ns(repeat, n):
     for _ in range(repeat):
         ctx = StealableContext(StandIn(True))
         ctx.horizon = EVERY                 # every spawn an entry (a leaf owing a thief)
-        saved, context.state.current = context.state.current, ctx
+        saved = context.current()
+        context.set_current(ctx)
         try:
             for i in range(n):
                 ident(i)
         finally:
-            context.state.current = saved
+            context.set_current(saved)
         taken = 0
         t0 = time.perf_counter()
         while ctx.deque:

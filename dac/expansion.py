@@ -150,12 +150,12 @@ class Expansion:
         self.pending = {}
         self.blockers = set()
         context.deeper(context.EXPANSION_FRAMES)      # as deep as plain Python
-        saved = context.state.current
-        context.state.current = self
+        saved = context.current()
+        context.set_current(self)
         try:
             fut = self._call(sf, args, kwargs, (), 0)
         finally:
-            context.state.current = saved
+            context.set_current(saved)
             context.undeeper()
         return fut.done(), (fut.result() if fut.done() else None)
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Callable, Union, overload
 
 from . import context
 from .context import SerialContext
-from .context import state as _context  # per thread: the hot path reads it
+from .context import current as _current  # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
-from .future import Future
+from .future import done
 from .serialize import dumps
 from .spawn_call import call_class
 from .stealable import StealableContext
@@ -158,10 +158,10 @@ class SpawnFunction:
         # user's recursion in a serial context (see context.SERIAL_FRAMES).
         if not self._generic and self._take_own_call():
             return self(*args, **kwargs)
-        ctx = _context.current
+        ctx = _current()
         if ctx.__class__ is SerialContext:
             if ctx.leaf is None or not self.grain_fixed:
-                return Future(self.fn(*args, **kwargs))
+                return done(self.fn(*args, **kwargs))
             ctx = ctx.leaf.woken()      # a leaf's task below its horizon: its grain
         if ctx.__class__ is StealableContext:      # a task on a leaf: see dac.stealable
             ctx.countdown -= 1          # (its fast paths are the written __call__'s)

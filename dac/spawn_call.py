@@ -22,8 +22,9 @@ import inspect
 from typing import Any, Callable, NamedTuple
 
 from .context import SerialContext
-from .context import state as _state
-from .future import _PENDING, Future
+from .context import current as _current
+from .context import set_current as _set_current
+from .future import _PENDING, Done
 from .stealable import Entry, StealableContext
 
 _new = object.__new__
@@ -33,11 +34,10 @@ _SOURCE = """\
 def __call__(_dac_sf, {params}):
     if {extra}:             # too many arguments: the body says so, in its own words
         return _dac_fn({wrong})
-    _dac_ctx = _dac_state.current
+    _dac_ctx = _dac_current()
     if _dac_ctx.__class__ is _dac_Serial:{wake}
-        _dac_f = _dac_new(_dac_Future)
+        _dac_f = _dac_Done()
         _dac_f._value = _dac_fn({forward})
-        _dac_f._call = ""
         return _dac_f
     if _dac_ctx.__class__ is _dac_Stealable:
         _dac_ctx.countdown -= 1
@@ -54,17 +54,16 @@ def __call__(_dac_sf, {params}):
             if _dac_ctx.full:
                 _dac_ctx.level += 1
                 _dac_b = _dac_ctx.below     # (itself where no ticker runs: no switch,
-                if _dac_b is not _dac_ctx:  # two stores of a thread-local cost 100 ns)
-                    _dac_state.current = _dac_b
+                if _dac_b is not _dac_ctx:  # two stores of the context cost 80 ns)
+                    _dac_set(_dac_b)
                 try:
-                    _dac_f = _dac_new(_dac_Future)
+                    _dac_f = _dac_Done()
                     _dac_f._value = _dac_fn({forward})
-                    _dac_f._call = ""
                     return _dac_f
                 finally:
                     _dac_ctx.level -= 1
                     if _dac_b is not _dac_ctx:
-                        _dac_state.current = _dac_ctx
+                        _dac_set(_dac_ctx)
         return _dac_ctx.call(_dac_sf, {given})
     return _dac_sf._dispatch(_dac_ctx, {given})
 """
@@ -116,8 +115,8 @@ def call_class(base: type, fn: Callable[..., Any], grain_fixed: bool = False
     if any(p.startswith(_PREFIX) for p in sig.parameters):
         return None
     space: dict[str, Any] = {
-        "_dac_state": _state, "_dac_Serial": SerialContext,
-        "_dac_Stealable": StealableContext, "_dac_new": _new, "_dac_Future": Future,
+        "_dac_current": _current, "_dac_set": _set_current, "_dac_Serial": SerialContext,
+        "_dac_Stealable": StealableContext, "_dac_new": _new, "_dac_Done": Done,
         "_dac_Entry": Entry, "_dac_PENDING": _PENDING, "_dac_fn": fn, "_dac_D": UNSET}
     parts = _parts(sig, space)
     wake = _WAKE.format(given=parts.given) if grain_fixed else ""

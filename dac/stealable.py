@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import context, task_call, ticker
 from .errors import Lazy, SerializationError, SyncError, safe_repr
-from .future import _PENDING, Future
+from .future import _PENDING, Done, Future, done
 from .serialize import dumps_function, loads
 from .task_call import TaskCall
 
@@ -116,7 +116,7 @@ class Grain:
         self.fn = self._serially if at else self._first_level if depth == 1 else sf.fn
 
     def _serially(self, *args: Any, **kwargs: Any) -> Any:
-        ctx = context.state.current
+        ctx = context.current()
         assert isinstance(ctx, StealableContext)    # an entry runs in its leaf's context
         ctx.serial += 1
         try:
@@ -128,7 +128,7 @@ class Grain:
     def _first_level(self, *args: Any, **kwargs: Any) -> Any:
         """A call one level below the top, run where it was spawned: the top call
         has made its calls (it waits for them), so their count fixes the grain."""
-        ctx = context.state.current
+        ctx = context.current()
         assert isinstance(ctx, StealableContext)
         if ctx.counting:
             ctx.fix_grain()
@@ -220,7 +220,7 @@ class StealableContext:
                 and not (self.eager and sf.grain_fixed):
             self.level += 1
             try:
-                return Future(run.fn(*args, **kwargs))
+                return done(run.fn(*args, **kwargs))
             finally:
                 self.level -= 1
         entry = _new_entry(Entry)
@@ -286,7 +286,8 @@ class StealableContext:
         if len(futures) == 1 and futures[0].__class__ is list:
             group = futures[0]
         for f in group:
-            if f.__class__ is not Entry and f.__class__ is not Future:
+            if f.__class__ is not Entry and f.__class__ is not Done and \
+                    f.__class__ is not Future:
                 return self._sync_other(futures)
         self._wait_for(group)
         # (no generator for one or two: it cost about 100 ns a spawn)
@@ -416,13 +417,13 @@ class StealableContext:
     def _tick(self, rung: bool) -> None:
         """The ticker's tick or the parent's ring (``dac.ticker``): a task that
         runs below the horizon comes back to this context, whose next spawn polls."""
-        if context.state.current is self.below and self.below is not self:
+        if context.current() is self.below and self.below is not self:
             self.woken()
             self.rung = rung
 
     def woken(self) -> StealableContext:
         """Back from the serial context below the horizon: the next spawn polls."""
-        context.state.current = self
+        context.set_current(self)
         self.countdown = 0
         self.woke = True
         self.ticked = _clock()
@@ -437,14 +438,14 @@ class StealableContext:
         stack their scopes on it. ``use_leaf``: the call is at its function's grain
         (``Grain``); ``target``: it is the run's top call, whose grain is found here;
         ``grain``: the grain depth a worker fixed for the run."""
-        saved_state, saved_base, saved_depth = context.state.current, self.base, self.depth
+        saved_state, saved_base, saved_depth = context.current(), self.base, self.depth
         saved_level, saved_origin, saved_serial = self.level, self.origin, self.serial
         saved_horizon, saved_top = self.horizon, self.top_horizon
         outer = saved_state is not self     # not a task run while another one waits
         if outer and self.eager and ticker.start(
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S):
             self.below = self._serial_below
-        context.state.current = self
+        context.set_current(self)
         self.base = base = self.seq
         self.depth = depth
         self.origin = self.level - depth
@@ -470,8 +471,8 @@ class StealableContext:
             self.level, self.origin, self.serial = saved_level, saved_origin, saved_serial
             self.horizon, self.top_horizon = saved_horizon, saved_top
             context.undeeper()
-            context.state.current, self.base, self.depth = (saved_state, saved_base,
-                                                           saved_depth)
+            context.set_current(saved_state)
+            self.base, self.depth = saved_base, saved_depth
             if outer and self.below is not self:
                 ticker.stop()
                 self.below = self

@@ -318,8 +318,8 @@ def where(depth: int, seen: list) -> int:
     class's name, and whether it stands in for a leaf's (``dac.stealable``'s
     ``below``)."""
     if depth == 0:
-        from dac.context import state
-        current = state.current
+        from dac.context import current
+        current = current()
         seen.append((type(current).__name__, getattr(current, "leaf", None) is not None))
         return 1
     a, b = sync(where(depth - 1, seen), where(depth - 1, seen))

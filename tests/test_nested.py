@@ -368,7 +368,7 @@ def test_below_the_horizon_a_task_runs_in_the_elisions_context():
     polls, and stops with the task."""
     import signal
 
-    from dac.context import state
+    from dac.context import current
     from dac.stealable import HORIZON, POLL_S, StealableContext
     worker = _Peer()
     ctx = _warm(StealableContext(worker))
@@ -376,7 +376,7 @@ def test_below_the_horizon_a_task_runs_in_the_elisions_context():
     assert ctx.run_task(nest.where, (10, seen), {}, 0, False) == 1024
     below = seen.count(("SerialContext", True))
     assert below >= 900 and below + seen.count(("StealableContext", False)) == 1024
-    assert state.current is None and ctx.below is ctx
+    assert current() is None and ctx.below is ctx
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     # entries only at the top; but a task descheduled between a tick and its next
     # spawn takes its spawns for slow ones (``SLOW_GAP``, wall time: a task that

@@ -13,7 +13,7 @@ from programs import fib
 
 import dac
 from dac import spawn, sync
-from dac.context import state
+from dac.context import current, set_current
 from dac.spawn import SpawnFunction
 
 SHARED: list = []
@@ -221,12 +221,13 @@ class Recorder:
 ])
 def test_a_call_leaving_the_fast_paths_carries_its_arguments_as_given(args, kwargs,
                                                                        expected):
-    saved, state.current = state.current, Recorder()
+    saved = current()
+    set_current(Recorder())
     try:
         defaults(*args, **kwargs)
-        assert state.current.got == expected
+        assert current().got == expected
     finally:
-        state.current = saved
+        set_current(saved)
     assert defaults(*args, **kwargs) == plain_defaults(*args, **kwargs)
 
 
