@@ -37,6 +37,7 @@ import uts  # noqa: E402
 
 import dac  # noqa: E402
 from dac import context  # noqa: E402
+from dac.spawn import spawn_function  # noqa: E402
 from dac.stealable import EVERY, StealableContext  # noqa: E402
 from stealing.host.stack import on_fresh_stack  # noqa: E402
 
@@ -90,10 +91,11 @@ def best(repeat, fn, *args):
     return min(times)
 
 
-def in_leaf(has_peers, sf, args):
-    """``sf(*args)`` as a leaf runs a task (on a fresh stack, as a leaf serves)."""
+def in_leaf(has_peers, f, args):
+    """``f(*args)`` (``f`` a ``@spawn`` function) as a leaf runs a task (on a fresh
+    stack, as a leaf serves)."""
     ctx = StealableContext(StandIn(has_peers))
-    return on_fresh_stack(ctx.run_task, sf, args, {}, 0, False)
+    return on_fresh_stack(ctx.run_task, spawn_function(f), args, {}, 0, False)
 
 
 def promotion_ns(repeat, n):
@@ -127,10 +129,11 @@ def main() -> int:
     args = ap.parse_args()
     n = args.calls
     rows = {}
-    for name, sf in (("call", calls), ("call+sync", calls_and_syncs)):
-        serial = best(args.repeat, on_fresh_stack, context.run_serially, sf, (n,), {})
-        alone = best(args.repeat, in_leaf, False, sf, (n,))
-        peers = best(args.repeat, in_leaf, True, sf, (n,))
+    for name, f in (("call", calls), ("call+sync", calls_and_syncs)):
+        serial = best(args.repeat, on_fresh_stack, context.run_serially,
+                      spawn_function(f), (n,), {})
+        alone = best(args.repeat, in_leaf, False, f, (n,))
+        peers = best(args.repeat, in_leaf, True, f, (n,))
         rows[name] = {k: v / n * 1e9 for k, v in
                       (("elision", serial), ("alone", alone), ("peers", peers))}
     tree = uts.Tree("binomial", 30, 42, q=0.124875, m=8)

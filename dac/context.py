@@ -43,12 +43,14 @@ current = _current.get          # () -> the active context (the hot paths bind i
 set_current = _current.set      # (ctx) -> a token, unused
 
 # Interpreter frames (as counted against sys.getrecursionlimit()) one level of the
-# user's recursion costs, where plain Python costs one: the user's frame, then
-# SpawnFunction.__call__ (serial), or __call__, Expansion.call and Expansion._call (on
+# user's recursion costs, where plain Python costs one: the user's frame, then the
+# function @spawn returned (dac.spawn_call; SpawnFunction.__call__ for a signature it
+# cannot read) (serial), or that function, Expansion.call and Expansion._call (on
 # the root, above the spawn depth). Before 3.12 every call made from C (an instance's
-# __call__, a call with *args) counts once more. (CPython 3.12 bounds those calls by a
-# fixed C recursion limit instead, about 500 levels here on 3.12.1, which no setting
-# lifts; 3.13 does not.)
+# __call__, a call with *args) counts once more: the written function is called
+# from Python, so it costs 2 there, the generic path 3, which the limit allows.
+# (CPython 3.12 bounds those calls by a fixed C recursion limit instead, about 500
+# levels here on 3.12.1, which no setting lifts; 3.13 does not.)
 SERIAL_FRAMES = 2 if sys.version_info >= (3, 12) else 3
 EXPANSION_FRAMES = 4 if sys.version_info >= (3, 12) else 5
 
@@ -56,8 +58,8 @@ EXPANSION_FRAMES = 4 if sys.version_info >= (3, 12) else 5
 class SerialContext:
     """Runs every spawned call at once, in this process.
 
-    ``SpawnFunction.__call__`` does what ``call`` does itself, without the extra frame
-    (a serial recursion must go as deep as plain Python's). ``depth`` is the recursion
+    The function ``@spawn`` returns does what ``call`` does itself, without the
+    extra frame (a serial recursion must go as deep as plain Python's). ``depth`` is the recursion
     depth where the serial run started: a task's depth on a leaf, 0 outside ``run``.
     A leaf's task runs in one too below its horizon (``leaf``: see ``dac.stealable``).
     """

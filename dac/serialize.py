@@ -181,6 +181,10 @@ def _make_script_pickler() -> Callable[[IO[bytes], bool], pickle.Pickler]:
           notebook cell, a host with no shared filesystem).
         * numba dispatchers travel as their Python function, compiled again in the
           leaf with a cache (``_reduce_numba``).
+
+        And a function ``@spawn`` returned travels as its ``SpawnFunction``: it is
+        made again where it arrives (``dac.spawn_call.function_of``), where a copy
+        of its code would carry this process's context variable.
         """
 
         def __init__(self, file: IO[bytes], source: bool = True) -> None:
@@ -193,6 +197,9 @@ def _make_script_pickler() -> Callable[[IO[bytes], bool], pickle.Pickler]:
             reduced = _reduce_numba(obj)
             if reduced is not None:
                 return reduced
+            if type(obj) is FunctionType and "__dac_spawn__" in obj.__dict__:
+                from .spawn_call import function_of  # lazy: it imports this module
+                return function_of, (obj.__dict__["__dac_spawn__"],)
             return super().reducer_override(obj)
 
     return ScriptPickler

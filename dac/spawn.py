@@ -6,7 +6,6 @@ import functools
 import importlib
 import inspect
 import itertools
-import weakref
 from types import MethodType
 from typing import TYPE_CHECKING, Any, Callable, Union, overload
 
@@ -16,7 +15,8 @@ from .context import current as _current  # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
 from .future import done
 from .serialize import dumps
-from .spawn_call import call_class
+from .spawn_call import (function_of, name_as_body, readable, spawn_function_of, trimmer,
+                         write_call)
 from .stealable import StealableContext
 
 if TYPE_CHECKING:
@@ -30,10 +30,16 @@ _keys = itertools.count()
 
 
 class SpawnFunction:
-    """A function whose calls may run as tasks on other processes.
+    """A function whose calls may run as tasks on other processes: its options, and
+    what its calls do.
 
     Outside ``dac.run`` a call runs serially and returns the value (serial elision);
     inside a computation it returns a ``Future`` at once.
+
+    ``@spawn`` returns a plain Python function written for the decorated one's
+    parameters (``dac.spawn_call``: a spawn costs about a function call), which holds
+    this object; ``spawn_function(f)`` gives it back. Where the parameters cannot be
+    read (a builtin, a callable object), ``@spawn`` returns this object itself.
 
     Options: ``depth`` — calls at this recursion depth or deeper are tasks (the root's
     call is depth 0); ``cutoff`` — a predicate on the arguments that makes a call a task
@@ -88,25 +94,37 @@ class SpawnFunction:
         self.grain_fixed = cutoff is not None or leaf is not None
         self.key = f"{getattr(fn, '__qualname__', 'fn')}#{next(_keys)}"
         functools.update_wrapper(self, fn)
-        self._generic = False
-        self._take_own_call()
+        # no function can be written for fn's parameters: calls come to __call__
+        self._generic = not readable(fn)
 
-    def _take_own_call(self) -> bool:
-        """Become the class made for this function's signature (``dac.spawn_call``),
-        whose ``__call__`` is the spawn's hot path; False where there is none (this
-        class's generic ``__call__`` serves)."""
-        made = own_call_class(self.fn, self.grain_fixed)
-        if made is None:
-            self._generic = True
-            return False
-        self.__class__ = made
-        return True
+    def public(self) -> Any:
+        """What ``@spawn`` returns: the plain function written for the decorated
+        one's parameters (``dac.spawn_call``; a static or class method as one), or
+        this object where the parameters cannot be read (its ``__call__`` serves)."""
+        if self._generic:
+            return self
+        function = function_of(self)
+        write_call(function, self)
+        if self.binds == "nothing":
+            return staticmethod(function)
+        if self.binds == "class":
+            return classmethod(function)
+        return function
 
-    @staticmethod
-    def trim(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    def first_call(self, args: tuple, kwargs: dict) -> Any:
+        """The first call of this function unpickled (``dac.spawn_call.function_of``):
+        the function it holds is whole now, so the call's code is written, then run."""
+        function = self.__dict__["function"]
+        write_call(function, self)
+        return function(*args, **kwargs)
+
+    def trim(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """A call's arguments as they travel in a task: without the values that are
-        the function's own defaults (see ``dac.spawn_call``); here, as given."""
-        return args, kwargs
+        the function's own defaults (see ``dac.spawn_call.trimmer``)."""
+        trim = self.__dict__.get("_trim")
+        if trim is None:
+            trim = self.__dict__["_trim"] = trimmer(self.fn)
+        return trim(args, kwargs)
 
     def fill(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """A travelled call's arguments with the defaults ``trim`` left out put back
@@ -123,11 +141,16 @@ class SpawnFunction:
         return bound.args, bound.kwargs
 
     def __reduce__(self) -> tuple:
-        """Pickled as a generic ``SpawnFunction`` with its attributes (its own class,
-        made at run time, cannot be named); it takes its own call class again at its
-        first call, when the function it holds is whole (cloudpickle sets a function's
-        defaults after the objects that refer to it)."""
-        return _blank, (), self.__dict__
+        """Pickled as a generic ``SpawnFunction`` with its attributes, less what
+        this process made for it (its function, its trimmer): the function is made
+        again where it is needed (``dac.spawn_call.function_of``)."""
+        return _blank, (), {k: v for k, v in self.__dict__.items() if k not in _MADE}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        function = self.__dict__.get("function")
+        if function is not None:        # made while this object had no state
+            name_as_body(function, self)
 
     @property
     def leaf(self) -> Callable[..., Any] | None:
@@ -152,19 +175,16 @@ class SpawnFunction:
         return not isinstance(self._leaf, str)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # The generic call path, for a function whose signature cannot be read
-        # (dac.spawn_call writes the hot path for the others, taken at construction
-        # or, after unpickling, here at the first call); one frame per level of the
-        # user's recursion in a serial context (see context.SERIAL_FRAMES).
-        if not self._generic and self._take_own_call():
-            return self(*args, **kwargs)
+        # The generic call path, for a function whose signature cannot be read (for
+        # the others @spawn returns a function, dac.spawn_call); one frame per level
+        # of the user's recursion in a serial context (see context.SERIAL_FRAMES).
         ctx = _current()
         if ctx.__class__ is SerialContext:
             if ctx.leaf is None or not self.grain_fixed:
                 return done(self.fn(*args, **kwargs))
             ctx = ctx.leaf.woken()      # a leaf's task below its horizon: its grain
         if ctx.__class__ is StealableContext:      # a task on a leaf: see dac.stealable
-            ctx.countdown -= 1          # (its fast paths are the written __call__'s)
+            ctx.countdown -= 1          # (its fast paths are the written function's)
             return ctx.call(self, args, kwargs)
         return self._dispatch(ctx, args, kwargs)
 
@@ -201,23 +221,15 @@ def _blank() -> SpawnFunction:
     return SpawnFunction.__new__(SpawnFunction)
 
 
-_own_classes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# what a SpawnFunction holds that this process made for it, and that does not travel
+_MADE = frozenset(("function", "_trim"))
 
 
-def own_call_class(fn: Callable[..., Any], grain_fixed: bool = False) -> type | None:
-    """The ``SpawnFunction`` subclass whose ``__call__`` is written for ``fn`` (with
-    ``cutoff=`` or ``leaf=``: ``grain_fixed``), made once per function and kind
-    (``dac.spawn_call``), or None."""
-    try:
-        return _own_classes[fn][grain_fixed]
-    except (KeyError, TypeError):
-        pass
-    made = call_class(SpawnFunction, fn, grain_fixed)
-    try:
-        _own_classes.setdefault(fn, {})[grain_fixed] = made
-    except TypeError:                   # not weakly referable: made again next time
-        pass
-    return made
+def spawn_function(obj: object) -> SpawnFunction | None:
+    """The ``SpawnFunction`` behind what ``@spawn`` returned, or None."""
+    if isinstance(obj, SpawnFunction):
+        return obj
+    return spawn_function_of(obj)
 
 
 def _refuse_lazy(fn: Callable[..., Any]) -> None:
@@ -247,8 +259,10 @@ def as_call(fn: Callable[..., Any], args: tuple) -> tuple[SpawnFunction, tuple]:
     The instance travels to the leaves with every task: it is pickled here once, to
     fail before anything is spawned and say why if it cannot be.
     """
-    if isinstance(fn, MethodType) and isinstance(fn.__func__, SpawnFunction):
-        sf, bound = fn.__func__, fn.__self__
+    method = spawn_function(fn.__func__) if isinstance(fn, MethodType) else None
+    if method is not None:
+        assert isinstance(fn, MethodType)
+        sf, bound = method, fn.__self__
         try:
             dumps(bound, "it")
         except SerializationError as exc:
@@ -260,9 +274,10 @@ def as_call(fn: Callable[..., Any], args: tuple) -> tuple[SpawnFunction, tuple]:
                 f"(e.g. with __getstate__) or pass what the method needs as arguments"
             ) from exc.__cause__
         return sf, (bound, *args)
-    if not isinstance(fn, SpawnFunction):
+    found = spawn_function(fn)
+    if found is None:
         raise TypeError(f"dac runs functions decorated with @dac.spawn, got {fn!r}")
-    return fn, args
+    return found, args
 
 
 def _is_reference(value: object) -> bool:
@@ -298,25 +313,27 @@ def short_repr(value: object, limit: int = 40) -> str:
 @overload
 def spawn(fn: Decorated, *, depth: int | None = None,
           cutoff: Callable[..., Any] | None = None, leaf: Loadable | None = None,
-          gpu_batch: Loadable | None = None) -> SpawnFunction: ...
+          gpu_batch: Loadable | None = None) -> Any: ...
 
 
 @overload
 def spawn(fn: None = None, *, depth: int | None = None,
           cutoff: Callable[..., Any] | None = None, leaf: Loadable | None = None,
           gpu_batch: Loadable | None = None
-          ) -> Callable[[Decorated], SpawnFunction]: ...
+          ) -> Callable[[Decorated], Any]: ...
 
 
 def spawn(fn: Decorated | None = None, *, depth: int | None = None,
           cutoff: Callable[..., Any] | None = None, leaf: Loadable | None = None,
-          gpu_batch: Loadable | None = None
-          ) -> SpawnFunction | Callable[[Decorated], SpawnFunction]:
+          gpu_batch: Loadable | None = None) -> Any:
     """Decorate a recursive function so its calls become tasks.
 
     Use as ``@spawn`` or ``@spawn(depth=4)``, ``@spawn(cutoff=lambda n: n < 25)``,
-    ``@spawn(leaf=fast_njit_version)``.
+    ``@spawn(leaf=fast_njit_version)``. Returns a plain function with the decorated
+    one's parameters (a static or class method where one was decorated), whose
+    options ``spawn_function`` gives (see ``SpawnFunction``); typed ``Any``: a call
+    returns the value outside ``run`` and a ``Future`` inside.
     """
     if fn is None:
-        return lambda f: SpawnFunction(f, depth, cutoff, leaf, gpu_batch)
-    return SpawnFunction(fn, depth, cutoff, leaf, gpu_batch)
+        return lambda f: SpawnFunction(f, depth, cutoff, leaf, gpu_batch).public()
+    return SpawnFunction(fn, depth, cutoff, leaf, gpu_batch).public()

@@ -1,25 +1,32 @@
-"""A ``@spawn`` function's own call path, made for its signature (the spawn's hot path).
+"""The function ``@spawn`` returns, written for the decorated function's signature.
 
-A spawn that nobody steals must cost about a function call (work-first). The generic
-``SpawnFunction.__call__(self, *args, **kwargs)`` packs a tuple and a dict on every
-call and unpacks them again to call the body, then allocates a ``Future`` through its
-Python ``__init__``: measured here about 100 ns for the packing and 35 ns for the
-``__init__`` of a spawn's 450. So each ``@spawn`` function gets a class of its own whose
-``__call__`` is written for the function's parameters (as ``dataclasses`` writes
-``__init__``): ``fib(n - 1)`` passes ``n`` straight to the body, and the done future is
-made with ``object.__new__`` and two slot stores. Tuples and dicts are built only where
-the call leaves the fast paths (a task's call, an expansion, a deque entry's record).
+A spawn that nobody steals must cost about a function call (work-first). So what
+``@spawn`` returns is a plain Python function, not a callable object: CPython 3.11
+calls a function from Python code without a C call (about 27 ns), where an object's
+``__call__`` costs 63 ns; and its body is written for the function's parameters (as
+``dataclasses`` writes ``__init__``): ``fib(n - 1)`` passes ``n`` straight to the body,
+with no tuple and dict packed and unpacked, and the done future is a ``Done`` made by
+C code only. Tuples and dicts are built only where the call leaves the fast paths (a
+task's call, an expansion, a deque entry's record). The ``SpawnFunction`` holding the
+options is in the function's globals (``_dac_sf``) and its ``__dac_spawn__``.
 
-The fast paths are those of ``SpawnFunction.__call__``, which stays the generic path
-for functions whose signature cannot be read (a builtin, a callable object): the serial
-elision (``SerialContext``), and in a leaf (``StealableContext``) a deque entry or a
-plain call under the grain. Anything else goes to ``SpawnFunction._dispatch``.
+The fast paths: the serial elision (``SerialContext``), and in a leaf
+(``StealableContext``) a deque entry or a plain call under the grain. Anything else
+goes to ``SpawnFunction._dispatch``. A function whose signature cannot be read (a
+builtin, a callable object) keeps ``SpawnFunction``'s generic ``__call__``.
+
+A function unpickled (``function_of``: a task's function refers to itself by name)
+is made before the ``SpawnFunction`` it belongs to has its state: it starts as a
+forwarder that writes its own code at its first call (``SpawnFunction.first_call``),
+when the function it holds is whole.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, NamedTuple
+import sys
+from types import FunctionType
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from .context import SerialContext
 from .context import current as _current
@@ -27,13 +34,14 @@ from .context import set_current as _set_current
 from .future import _PENDING, Done
 from .stealable import Entry, StealableContext
 
+if TYPE_CHECKING:
+    from .spawn import SpawnFunction
+
 _new = object.__new__
 _PREFIX = "_dac_"       # the generated code's own names; a parameter may not start so
 
 _SOURCE = """\
-def __call__(_dac_sf, {params}):
-    if {extra}:             # too many arguments: the body says so, in its own words
-        return _dac_fn({wrong})
+def _dac_spawn({params}):
     _dac_ctx = _dac_current()
     if _dac_ctx.__class__ is _dac_Serial:{wake}
         _dac_f = _dac_Done()
@@ -97,40 +105,90 @@ class Parts(NamedTuple):
     args: str           # the same as an ``args`` tuple
     kwargs: str         # ... and a ``kwargs`` dict
     given: str          # ``args, kwargs`` as the call gave them (nothing left UNSET)
-    extra: str          # true when surplus positional arguments came (``*_dac_extra``)
-    wrong: str          # the positional ones with the surplus, for the body to refuse
 
 
-def call_class(base: type, fn: Callable[..., Any], grain_fixed: bool = False
-               ) -> type | None:
-    """A subclass of ``base`` (``SpawnFunction``) whose ``__call__`` is written for
-    ``fn``'s parameters, or None where they cannot be read; ``grain_fixed``: for a
-    function with ``cutoff=`` or ``leaf=``."""
+def readable(fn: Callable[..., Any]) -> bool:
+    """True when ``fn``'s parameters can be read, so a function can be written for
+    them (a Python function whose signature was not set by hand: a ``__signature__``
+    may not be the code's own)."""
     if not inspect.isfunction(fn) or hasattr(fn, "__signature__"):
-        return None             # (a signature set by hand may not be the code's own)
+        return False
     try:
         sig = inspect.signature(fn, follow_wrapped=False)
     except (TypeError, ValueError):
-        return None
-    if any(p.startswith(_PREFIX) for p in sig.parameters):
-        return None
-    space: dict[str, Any] = {
-        "_dac_current": _current, "_dac_set": _set_current, "_dac_Serial": SerialContext,
-        "_dac_Stealable": StealableContext, "_dac_new": _new, "_dac_Done": Done,
-        "_dac_Entry": Entry, "_dac_PENDING": _PENDING, "_dac_fn": fn, "_dac_D": UNSET}
+        return False
+    return not any(p.startswith(_PREFIX) for p in sig.parameters)
+
+
+def write_call(function: FunctionType, sf: SpawnFunction) -> None:
+    """Give ``function`` (``sf``'s, see ``function_of``) the code written for the
+    parameters of ``sf.fn`` (which ``readable`` accepts); with ``cutoff=`` or
+    ``leaf=`` (``sf.grain_fixed``) it honours the leaf's grain below its horizon."""
+    fn = sf.fn
+    sig = inspect.signature(fn, follow_wrapped=False)
+    space: dict[str, Any] = function.__globals__
+    space.update({
+        "_dac_current": _current, "_dac_set": _set_current,
+        "_dac_Serial": SerialContext, "_dac_Stealable": StealableContext,
+        "_dac_new": _new, "_dac_Done": Done, "_dac_Entry": Entry,
+        "_dac_PENDING": _PENDING, "_dac_fn": fn, "_dac_D": UNSET, "_dac_sf": sf})
     parts = _parts(sig, space)
-    wake = _WAKE.format(given=parts.given) if grain_fixed else ""
+    wake = _WAKE.format(given=parts.given) if sf.grain_fixed else ""
+    made: dict[str, Any] = {}
     exec(compile(_SOURCE.format(wake=wake, **parts._asdict()),
-                 f"<@spawn {getattr(fn, '__qualname__', 'fn')}>", "exec"), space)
-    call = space["__call__"]
-    # named as the body, so a call with a wrong keyword or a missing argument is
-    # refused in the body's name (too many positional ones reach the body itself)
-    call.__name__, call.__qualname__ = fn.__name__, fn.__qualname__
-    own = {"__call__": call, "__slots__": ()}
-    if fn.__defaults__ or fn.__kwdefaults__:
-        own["trim"] = staticmethod(_trimmer(fn, sig))
-    return type(base.__name__, (base,), {**own, "__module__": base.__module__,
-                                         "__qualname__": base.__qualname__})
+                 f"<@spawn {getattr(fn, '__qualname__', 'fn')}>", "exec"), space, made)
+    written = made["_dac_spawn"]
+    # named as the body in tracebacks, and a wrong call (a keyword it does not take,
+    # one missing, too many arguments) is refused in the words of the body, whose
+    # parameters it has (no *args to catch surplus ones: a function taking *args is
+    # called 13 ns slower)
+    code = written.__code__.replace(co_name=fn.__name__)
+    if sys.version_info >= (3, 11):
+        code = code.replace(co_qualname=fn.__qualname__)
+    function.__code__ = code
+    function.__defaults__ = written.__defaults__
+    function.__kwdefaults__ = written.__kwdefaults__
+    name_as_body(function, sf)
+
+
+def name_as_body(function: FunctionType, sf: SpawnFunction) -> None:
+    """``function`` named, documented and placed as ``sf``'s body (what
+    ``functools.wraps`` does), so that pickle finds it by its module and name."""
+    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
+        value = sf.__dict__.get(attr)
+        if value is not None or attr == "__doc__":
+            setattr(function, attr, value)
+    function.__annotations__ = getattr(sf.fn, "__annotations__", None) or {}
+    function.__dict__.update(getattr(sf.fn, "__dict__", {}))
+    function.__wrapped__ = sf.fn       # type: ignore[attr-defined]
+    function.__dac_spawn__ = sf        # type: ignore[attr-defined]
+
+
+# the code of a function made before its SpawnFunction has its state (unpickled)
+_FORWARDER = compile("def _dac_spawn(*args, **kwargs):\n"
+                     "    return _dac_sf.first_call(args, kwargs)\n",
+                     "<@spawn, not yet written>", "exec")
+
+
+def function_of(sf: SpawnFunction) -> FunctionType:
+    """The plain function ``@spawn`` returned for ``sf``: made here once, as a
+    forwarder that writes its own code at its first call (``sf`` may have no state
+    yet: unpickling gives a function before the object it belongs to is filled)."""
+    function = sf.__dict__.get("function")
+    if function is None:
+        space: dict[str, Any] = {"_dac_sf": sf, "__builtins__": __builtins__}
+        exec(_FORWARDER, space)
+        function = sf.__dict__["function"] = space["_dac_spawn"]
+        function.__dac_spawn__ = sf
+    return function
+
+
+def spawn_function_of(obj: object) -> SpawnFunction | None:
+    """The ``SpawnFunction`` behind what ``@spawn`` returned (a function, or the
+    object itself where the signature could not be read), or None."""
+    if type(obj) is FunctionType:
+        return obj.__dict__.get("__dac_spawn__")
+    return None
 
 
 def _parts(sig: inspect.Signature, space: dict[str, Any]) -> Parts:
@@ -143,10 +201,10 @@ def _parts(sig: inspect.Signature, space: dict[str, Any]) -> Parts:
     keywords: list[str] = []        # the keyword ones, as given
     filled_keywords: list[str] = []
     kinds = [p.kind for p in sig.parameters.values()]
-    star = "" if inspect.Parameter.VAR_POSITIONAL in kinds else "*_dac_extra"
+    star = "" if inspect.Parameter.VAR_POSITIONAL in kinds else "*"
     for i, p in enumerate(sig.parameters.values()):
         name, kind, stars = p.name, p.kind, _STARS.get(p.kind, "")
-        if kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) and star:
+        if kind is p.KEYWORD_ONLY and star:
             params.append(star)                 # before the first keyword-only one
             star = ""
         value = name
@@ -168,9 +226,6 @@ def _parts(sig: inspect.Signature, space: dict[str, Any]) -> Parts:
             forward.append(stars + value)
             positional.append(stars + name)
             filled.append(stars + value)
-    extra = "_dac_extra" if star or "*_dac_extra" in params else "False"
-    if star:
-        params.append(star)
     args, kwargs = _tuple(positional), "{" + ", ".join(keywords) + "}"
     space["_dac_NOKW"] = NO_KEYWORDS
     given = f"{args}, {kwargs}"
@@ -179,8 +234,7 @@ def _parts(sig: inspect.Signature, space: dict[str, Any]) -> Parts:
         given = f"*_dac_given({given})"
     entry_kwargs = "{" + ", ".join(filled_keywords) + "}"
     return Parts(", ".join(params), ", ".join(forward), _tuple(filled),
-                 "_dac_NOKW" if entry_kwargs == "{}" else entry_kwargs, given, extra,
-                 ", ".join(positional + ["*_dac_extra"]))
+                 "_dac_NOKW" if entry_kwargs == "{}" else entry_kwargs, given)
 
 
 def _tuple(items: list[str]) -> str:
@@ -208,15 +262,21 @@ def _giver(sig: inspect.Signature) -> Callable[[tuple, dict], tuple]:
     return given
 
 
-def _trimmer(fn: Callable[..., Any], sig: inspect.Signature
-             ) -> Callable[[tuple, dict], tuple]:
+def _as_given(args: tuple, kwargs: dict) -> tuple:
+    return args, kwargs
+
+
+def trimmer(fn: Callable[..., Any]) -> Callable[[tuple, dict], tuple]:
     """``trim(args, kwargs) -> (args, kwargs)`` without the values that are ``fn``'s
     own defaults (the same objects). A deque entry keeps its call with the defaults
     filled in (it runs here, mostly); one that a thief takes travels without them, so
     the task finds its own process's defaults there (``def f(n, memo={})`` keeps a
     memo per process, not a copy in every task)."""
-    defaults = fn.__defaults__ or ()
-    kwdefaults = fn.__kwdefaults__ or {}
+    defaults = getattr(fn, "__defaults__", None) or ()
+    kwdefaults = getattr(fn, "__kwdefaults__", None) or {}
+    if not (defaults or kwdefaults) or not readable(fn):
+        return _as_given
+    sig = inspect.signature(fn, follow_wrapped=False)
     named = len([p for p in sig.parameters.values()
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)])
 

@@ -82,7 +82,7 @@ RING_RETRIES = 5    # polls after a ring that found nothing, 2, 4, ... 10 ms apa
 #                     any message already there: the second look, stealing.transport.mailbox)
 
 # Interpreter frames one level of the user's recursion costs in a leaf task: the
-# user's frame, then SpawnFunction.__call__ and StealableContext.call (a plain call),
+# user's frame, then the spawn's function and StealableContext.call (a plain call),
 # or sync, StealableContext.sync and _run (an entry); before 3.12 calls made from C
 # count once more.
 LEAF_FRAMES = 4 if sys.version_info >= (3, 12) else 5
@@ -184,7 +184,7 @@ class StealableContext:
         self.last_poll = time.perf_counter()
         # other leaves may steal: spawns above the horizon are entries (docstring)
         self.eager = bool(getattr(worker, "has_peers", False))
-        # a spawn made at a level above this one is an entry (SpawnFunction.__call__
+        # a spawn made at a level above this one is an entry (the spawn's function
         # pushes it itself); -1 on a leaf alone, which keeps ``keep`` entries instead
         self.horizon = -1
         self.top_horizon = -1           # ... where the running task's top puts it
@@ -200,16 +200,16 @@ class StealableContext:
         self.missed = 0                 # polls since a ring that found no message
         # True while a spawn below the horizon may be a plain call: eager, or the
         # deque holds ``keep`` entries and no thief is owed any.
-        # SpawnFunction.__call__ reads it (and ``countdown``) itself, so a plain call
+        # the spawn's function reads it (and ``countdown``) itself, so a plain call
         # costs no call of ``call``.
         self.full = self.eager or keep <= 0
 
     def _update(self) -> None:
         self.full = self.eager or (len(self.deque) >= self.keep and not self.owed)
 
-    # the spawn path (SpawnFunction.__call__ makes plain calls itself) -------------
+    # the spawn path (the spawn's function makes plain calls) -------------
     def call(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Future:
-        """A ``@spawn`` call that ``SpawnFunction.__call__`` could not settle itself:
+        """A ``@spawn`` call that the spawn's function could not settle itself:
         a plain call, or an entry on the deque."""
         if self.countdown <= 0:
             self._poll()

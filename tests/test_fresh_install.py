@@ -55,14 +55,16 @@ def test_the_installed_cloudpickle_is_the_one_these_tests_ran_with():
     import cloudpickle
     print(f"cloudpickle {cloudpickle.__version__}")
     from dac.serialize import dumps_function, loads
+    from dac.spawn import spawn_function
 
     @spawn
     def here(n):
         return n + 1
 
-    back = loads(dumps_function(here))
+    sf = spawn_function(here)
+    back = loads(dumps_function(sf))
     assert back.fn.__code__.co_filename == __file__
-    assert back.fn.__code__.co_firstlineno == here.fn.__code__.co_firstlineno
+    assert back.fn.__code__.co_firstlineno == sf.fn.__code__.co_firstlineno
     assert back.fn(1) == 2
 
 

@@ -17,6 +17,7 @@ import pytest
 from proctools import wait_for_no_processes
 
 import dac
+from dac.spawn import spawn_function
 
 
 def leaves_of(stats):
@@ -162,7 +163,7 @@ def test_a_task_polls_between_slow_spawns():
     from dac.stealable import StealableContext
     worker = _Worker()
     ctx = StealableContext(worker)
-    assert ctx.run_task(nest.sleep_spine, (30, 10.0), {}, 0, False) == 30
+    assert ctx.run_task(spawn_function(nest.sleep_spine), (30, 10.0), {}, 0, False) == 30
     assert worker.polls >= 20
 
 
@@ -176,7 +177,7 @@ def _deque_peak(worker, n):
     from dac.stealable import StealableContext
     ctx = StealableContext(worker)
     peak = []
-    value = ctx.run_task(nest.fan_and_watch, (n, ctx, peak), {}, 0, False)
+    value = ctx.run_task(spawn_function(nest.fan_and_watch), (n, ctx, peak), {}, 0, False)
     return value, max(peak)
 
 
@@ -198,7 +199,7 @@ def test_a_sync_that_runs_slow_entries_polls_by_the_clock():
     from dac.stealable import StealableContext
     worker = _Peer()
     ctx = StealableContext(worker)
-    assert ctx.run_task(nest.fan_of_naps, (100, 1.0), {}, 0, False) == 100
+    assert ctx.run_task(spawn_function(nest.fan_of_naps), (100, 1.0), {}, 0, False) == 100
     assert worker.polls >= 30            # 100 ms of naps, a poll every ~2 ms
 
 
@@ -210,7 +211,7 @@ def test_every_form_of_sync_in_a_leaf():
     want = ((1, 2), (3, 4, 5), 6, [0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 3], [], [7, 8])
     for worker in (_Worker(), _Peer()):
         ctx = StealableContext(worker)
-        assert ctx.run_task(nest.sync_forms, (4,), {}, 0, False) == want
+        assert ctx.run_task(spawn_function(nest.sync_forms), (4,), {}, 0, False) == want
     assert nest.sync_forms(4) == want                       # the elision
 
 
@@ -221,7 +222,7 @@ def test_sync_of_a_non_future_in_a_leaf(form, named):
     from dac.stealable import StealableContext
     ctx = StealableContext(_Peer())
     with pytest.raises(SyncError, match=f"got {named}"):
-        ctx.run_task(nest.sync_mistake, (form,), {}, 0, False)
+        ctx.run_task(spawn_function(nest.sync_mistake), (form,), {}, 0, False)
 
 
 def _warm(ctx):
@@ -236,10 +237,10 @@ def test_a_leaf_with_peers_makes_entries_only_at_the_top_of_a_task():
     elision on 2 leaves, and Langford 12 at 1.42x against a ceiling of 1.9-2.0x)."""
     from dac.stealable import HORIZON, StealableContext
     ctx = _warm(StealableContext(_Peer()))
-    assert ctx.run_task(nest.binary, (10,), {}, 0, False) == 1024
+    assert ctx.run_task(spawn_function(nest.binary), (10,), {}, 0, False) == 1024
     assert ctx.seq == 2 ** (HORIZON + 1) - 2          # of 2046 spawns
     ctx = _warm(StealableContext(_Peer()))  # a thief's task: top levels of its own
-    assert ctx.run_task(nest.binary, (3,), {}, 5, False) == 8
+    assert ctx.run_task(spawn_function(nest.binary), (3,), {}, 5, False) == 8
     assert ctx.seq == 14
 
 
@@ -248,7 +249,7 @@ def test_slow_spawns_are_all_entries():
     them an entry costs nothing, and thieves find all of it (a tree of naps)."""
     from dac.stealable import StealableContext
     ctx = StealableContext(_Peer())
-    assert ctx.run_task(nest.sleep_tree, (6, 1.0), {}, 0, False) == 64
+    assert ctx.run_task(spawn_function(nest.sleep_tree), (6, 1.0), {}, 0, False) == 64
     assert ctx.seq == 126                           # every spawn
 
 
@@ -294,7 +295,7 @@ def test_a_thief_that_finds_no_entry_is_paid_from_spawns_made_since():
     from dac.stealable import EVERY, HORIZON, StealableContext
     worker = _Thief()
     ctx = worker.ctx = _warm(StealableContext(worker))
-    assert ctx.run_task(nest.binary, (20,), {}, 0, False) == 2 ** 20
+    assert ctx.run_task(spawn_function(nest.binary), (20,), {}, 0, False) == 2 ** 20
     assert worker.given and worker.owed_at and worker.paid
     assert worker.owed_at[0] > HORIZON              # asked below the horizon
     sizes = [task_call.read(p).args[0] for _, p in worker.paid]
@@ -310,7 +311,8 @@ def test_a_thief_takes_the_oldest_half_of_the_entries():
     from dac.stealable import StealableContext
     ctx = StealableContext(_Peer())
     stolen = []
-    assert ctx.run_task(nest.fan_then_split, (10, ctx, stolen), {}, 0, False) == 45
+    assert ctx.run_task(spawn_function(nest.fan_then_split), (10, ctx, stolen), {}, 0,
+                        False) == 45
     assert [loads(payload)[3] for _, payload in stolen] == [(i,) for i in range(5)]
     assert [tid for tid, _ in stolen] == [((0,), i) for i in range(5)]
 
@@ -343,8 +345,8 @@ def test_a_split_waits_for_the_grain_of_a_leaf_function():
     worker = _Offered()
     ctx = worker.ctx = StealableContext(worker)
     log = []
-    value = ctx.run_task(nest.split_while_counting, (8, ctx, log), {}, 0, False,
-                         target=64)
+    value = ctx.run_task(spawn_function(nest.split_while_counting), (8, ctx, log), {}, 0,
+                         False, target=64)
     assert log == [[]]                              # owed: the grain was not known
     assert ctx.grain == grain_depth(64, 8) == 2     # 8 calls a level: 64 at depth 2
     assert len(worker.offered) >= 1
@@ -373,7 +375,7 @@ def test_below_the_horizon_a_task_runs_in_the_elisions_context():
     worker = _Peer()
     ctx = _warm(StealableContext(worker))
     seen = []
-    assert ctx.run_task(nest.where, (10, seen), {}, 0, False) == 1024
+    assert ctx.run_task(spawn_function(nest.where), (10, seen), {}, 0, False) == 1024
     below = seen.count(("SerialContext", True))
     assert below >= 900 and below + seen.count(("StealableContext", False)) == 1024
     assert current() is None and ctx.below is ctx
@@ -387,7 +389,7 @@ def test_below_the_horizon_a_task_runs_in_the_elisions_context():
         worker = _Peer()
         ctx = _warm(StealableContext(worker))
         t0 = time.perf_counter()
-        assert ctx.run_task(nest.binary, (17,), {}, 0, False) == 2 ** 17
+        assert ctx.run_task(spawn_function(nest.binary), (17,), {}, 0, False) == 2 ** 17
         spent = time.perf_counter() - t0
         assert worker.polls >= min(10, spent / POLL_S / 4)  # polled after ticks
         entries.append(ctx.seq)
@@ -404,7 +406,7 @@ def test_a_grain_function_below_the_horizon_keeps_its_grain():
     from dac.stealable import StealableContext
     nest.LEAF_CALLS.clear()
     ctx = _warm(StealableContext(_Peer()))
-    assert ctx.run_task(nest.chain_to, (8, 5), {}, 0, False) == 8
+    assert ctx.run_task(spawn_function(nest.chain_to), (8, 5), {}, 0, False) == 8
     assert nest.LEAF_CALLS == [2] * 8
     assert nest.chain_to(8, 5) == 32                        # the elision
 
@@ -414,7 +416,7 @@ def test_a_nap_below_the_horizon_lasts_as_long_as_asked():
     from dac.stealable import StealableContext
     ctx = _warm(StealableContext(_Peer()))
     t0 = time.perf_counter()
-    assert ctx.run_task(nest.chain_to, (8, 0, 0.05), {}, 0, False) == 0
+    assert ctx.run_task(spawn_function(nest.chain_to), (8, 0, 0.05), {}, 0, False) == 0
     assert time.perf_counter() - t0 >= 0.05
 
 
@@ -432,7 +434,7 @@ def test_the_ticker_leaves_a_programs_own_alarm_alone():
         worker = _Peer()
         ctx = _warm(StealableContext(worker))
         seen = []
-        assert ctx.run_task(nest.where, (10, seen), {}, 0, False) == 1024
+        assert ctx.run_task(spawn_function(nest.where), (10, seen), {}, 0, False) == 1024
         assert ("SerialContext", True) not in seen
         assert signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, ticker._on_tick)
     finally:
@@ -466,13 +468,14 @@ def test_a_ring_wakes_a_running_task_and_the_clock_slows_down():
     try:
         ctx = _warm(StealableContext(peer))
         seen = []
-        assert ctx.run_task(nest.timers, (peer.ring_fd, seen), {}, 0, False) == 1
+        assert ctx.run_task(spawn_function(nest.timers), (peer.ring_fd, seen), {}, 0,
+                            False) == 1
         assert seen == [(SLOW_TICK_S, True)]
         assert not fcntl.fcntl(peer.ring_fd, fcntl.F_GETFL) & os.O_ASYNC
         assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
         seen.clear()        # slow spawns (a tick finds them so): each polls, no signal
-        assert ctx.run_task(nest.slow_chain, (HORIZON + 40, peer.ring_fd, seen), {},
-                            0, False) == 1
+        assert ctx.run_task(spawn_function(nest.slow_chain),
+                            (HORIZON + 40, peer.ring_fd, seen), {}, 0, False) == 1
         assert seen == [(0.0, False)]
         calls = []
         assert ticker.start(calls.append, 60.0, peer.ring_fd, 60.0)

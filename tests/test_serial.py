@@ -1,13 +1,14 @@
 """Serial elision and the programming model's errors, without any MPI process."""
 
 import sys
-from types import MethodType
+from types import FunctionType, MethodType
 
 import programs
 import pytest
 
 import dac
 from dac import Future, SyncError, spawn, sync
+from dac.spawn import spawn_function
 
 
 # --- serial elision ---------------------------------------------------------------------
@@ -162,8 +163,8 @@ def test_a_spawn_method_runs_serially_bound_to_its_instance():
     assert f.total(list(range(10))) == 3 * 45
     assert isinstance(f.fib, MethodType) and f.fib.__self__ is f
     assert f.fib.__func__ is programs.Fibber.fib
-    assert f.fib.depth is None and f.fib.__name__ == "fib"     # options read through
-    assert repr(programs.Fibber.fib) == "<spawn function Fibber.fib>"
+    assert f.fib.__name__ == "fib" and spawn_function(f.fib.__func__).depth is None
+    assert repr(spawn_function(programs.Fibber.fib)) == "<spawn function Fibber.fib>"
 
 
 def test_a_spawn_method_call_returns_a_done_future_inside_a_computation():
@@ -346,8 +347,8 @@ def test_spawn_depth_must_be_a_non_negative_int(depth):
 
 
 def test_spawn_depth_zero_is_allowed():
-    sf = spawn(depth=0)(_body)
-    assert sf.depth == 0 and sf(5) == 5
+    f = spawn(depth=0)(_body)
+    assert spawn_function(f).depth == 0 and f(5) == 5
 
 
 @pytest.mark.parametrize("name", ["cutoff", "leaf", "gpu_batch"])
@@ -369,10 +370,11 @@ def test_spawn_of_a_non_function_is_rejected():
 def test_spawn_keeps_the_function_metadata():
     assert programs.fib.__name__ == "fib"
     assert programs.fib.__doc__ is None
-    assert programs.queens.leaf is programs.count_from_py
-    assert programs.fib_depth3.depth == 3
-    assert programs.fib_cutoff.cutoff is programs._small
-    assert repr(programs.fib) == "<spawn function fib>"
+    assert type(programs.fib) is FunctionType and programs.fib.__wrapped__.__name__ == "fib"
+    assert spawn_function(programs.queens).leaf is programs.count_from_py
+    assert spawn_function(programs.fib_depth3).depth == 3
+    assert spawn_function(programs.fib_cutoff).cutoff is programs._small
+    assert repr(spawn_function(programs.fib)) == "<spawn function fib>"
 
 
 def test_run_rejects_a_plain_function_without_spawning(no_spawning):
@@ -381,7 +383,7 @@ def test_run_rejects_a_plain_function_without_spawning(no_spawning):
 
 
 def test_leaf_may_be_a_module_function_reference():
-    sf = spawn(leaf="math:floor", gpu_batch="os.path:join")(_body)
+    sf = spawn_function(spawn(leaf="math:floor", gpu_batch="os.path:join")(_body))
     assert not sf.leaf_loaded()
     import math
     assert sf.leaf is math.floor and sf.leaf_loaded()
@@ -394,7 +396,7 @@ def test_a_bad_reference_is_rejected(ref):
 
 
 def test_an_unimportable_reference_says_which():
-    sf = spawn(leaf="no_such_module_xyz:f")(_body)
+    sf = spawn_function(spawn(leaf="no_such_module_xyz:f")(_body))
     with pytest.raises(ImportError, match=r"@spawn\(leaf='no_such_module_xyz:f'\): "
                                           r"cannot import it"):
         sf.leaf
