@@ -183,7 +183,7 @@ def _make_script_pickler() -> Callable[[IO[bytes], bool], pickle.Pickler]:
           leaf with a cache (``_reduce_numba``).
 
         And a function ``@spawn`` returned travels as its ``SpawnFunction``: it is
-        made again where it arrives (``dac.spawn_call.function_of``), where a copy
+        made again where it arrives (``SpawnFunction.function_of``), where a copy
         of its code would carry this process's context variable.
         """
 
@@ -198,8 +198,8 @@ def _make_script_pickler() -> Callable[[IO[bytes], bool], pickle.Pickler]:
             if reduced is not None:
                 return reduced
             if type(obj) is FunctionType and "__dac_spawn__" in obj.__dict__:
-                from .spawn_call import function_of  # lazy: it imports this module
-                return function_of, (obj.__dict__["__dac_spawn__"],)
+                sf = obj.__dict__["__dac_spawn__"]
+                return type(sf).function_of, (sf,)
             return super().reducer_override(obj)
 
     return ScriptPickler

@@ -111,6 +111,10 @@ class SpawnFunction:
             return classmethod(function)
         return function
 
+    # the function of an unpickled SpawnFunction (``dac.serialize`` reaches it through
+    # the class, which it cannot import)
+    function_of = staticmethod(function_of)
+
     def first_call(self, args: tuple, kwargs: dict) -> Any:
         """The first call of this function unpickled (``dac.spawn_call.function_of``):
         the function it holds is whole now, so the call's code is written, then run."""
