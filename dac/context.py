@@ -183,8 +183,18 @@ def undeeper() -> None:
             sys.setrecursionlimit(_base)
 
 
-def sync(*futures: Any) -> Any:
-    """Wait for spawned calls and return their values.
+class _Nothing:
+    """What ``sync`` finds in a parameter no future came for."""
+
+    def __repr__(self) -> str:
+        return "<no future>"
+
+
+_NOTHING: Any = _Nothing()
+
+
+def sync(first: Any = _NOTHING, second: Any = _NOTHING, /, *more: Any) -> Any:
+    """Wait for spawned calls and return their values: ``sync(*futures)``.
 
     ``sync(f)`` returns f's value, ``sync(f, g)`` a tuple of values, and
     ``sync(kids)`` of one list (or any iterable) of futures a list of their values,
@@ -192,31 +202,36 @@ def sync(*futures: Any) -> Any:
     a call has). ``sync()`` waits for every call spawned so far by the current call and
     returns None. A spawned call also waits for all its children before it returns (an
     implicit ``sync()``).
+
+    (Two parameters of their own, not ``*futures``: ``sync(f, g)`` packs no tuple,
+    and done futures are checked first: 78 ns against 131-155 ns here.)
     """
-    ctx = current()
-    if ctx is None:
-        raise SyncError("sync() called outside a spawned call: use it inside a function "
-                        "decorated with @dac.spawn")
     # Done futures (``Done``: always done), in any context: the serial elision's (all
     # of them) and a leaf's plain calls, below its horizon (dac.stealable). A
     # generator and a method call per future cost 200 ns a spawn, a third of the
     # elision's.
-    if len(futures) == 2:
-        a, b = futures
-        if a.__class__ is Done and b.__class__ is Done:
-            return a._value, b._value
-    elif len(futures) == 1:
-        a = futures[0]
-        if a.__class__ is Done:
-            return a._value
-        if a.__class__ is list:             # sync(kids): one loop, no call
-            values = []
-            for f in a:
-                if f.__class__ is not Done:
-                    break
-                values.append(f._value)
-            else:
-                return values
+    if first.__class__ is Done:
+        if second.__class__ is Done:
+            if not more:
+                return first._value, second._value
+        elif second is _NOTHING:
+            return first._value
+    elif first.__class__ is list and second is _NOTHING:   # sync(kids): a loop, no call
+        values = []
+        for f in first:
+            if f.__class__ is not Done:
+                break
+            values.append(f._value)
+        else:
+            return values
+    if second is not _NOTHING:
+        futures: tuple = (first, second, *more)
+    else:
+        futures = () if first is _NOTHING else (first,)
+    ctx = current()
+    if ctx is None:
+        raise SyncError("sync() called outside a spawned call: use it inside a function "
+                        "decorated with @dac.spawn")
     if ctx.whole_sync:
         # a leaf's context (dac.stealable) takes every form of the call as it came
         return ctx.sync(futures)
