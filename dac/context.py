@@ -224,6 +224,8 @@ def sync(first: Any = _NOTHING, second: Any = _NOTHING, /, *more: Any) -> Any:
             values.append(f._value)
         else:
             return values
+    elif first is _NOTHING and current().__class__ is SerialContext:
+        return None                         # sync() where every call runs at once
     if second is not _NOTHING:
         futures: tuple = (first, second, *more)
     else:
