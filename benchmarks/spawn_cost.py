@@ -14,6 +14,8 @@ stolen: the cost of the bookkeeping only), beside the same code outside ``dac.ru
   UTS          examples/uts.py on a small binomial tree (6231 nodes): the ratio of the
                leaf's time to the elision's, per node
   promotion    an entry made a task for a thief (its call pickled, as a split does)
+  over plain   the elision against plain Python: a spawn over a plain call, and two
+               spawns and ``sync(a, b)`` over two plain calls, per spawn
 
 Best of --repeat runs for every figure. Every side runs on a fresh stretch of the
 interpreter's frame stack, as a leaf serves (``stealing.host.stack``): a recursion at
@@ -61,6 +63,48 @@ def calls_and_syncs(n):
         dac.sync()
         f.result()
     return 0
+
+
+def plain_ident(x):
+    return x
+
+
+def plain_calls(n):
+    for i in range(n):
+        plain_ident(i)
+    return 0
+
+
+def plain_pairs(n):
+    total = 0
+    for i in range(n):
+        a, b = plain_ident(i), plain_ident(i)
+        total += a - b
+    return total
+
+
+@dac.spawn
+def pairs(n):
+    total = 0
+    for i in range(n):
+        a, b = dac.sync(ident(i), ident(i))
+        total += a - b
+    return total
+
+
+def over_plain(repeat, n):
+    """ns a spawn over a plain call in the serial elision: ``ident(i)`` spawned and
+    dropped against ``plain_ident(i)``, and two spawns synced together
+    (``a, b = sync(ident(i), ident(i))``, as a binary recursion does) against two
+    plain calls, per spawn."""
+    rows = {}
+    for name, plain, f, per in (("spawn", plain_calls, calls, 1),
+                                ("spawn+sync", plain_pairs, pairs, 2)):
+        base = best(repeat, on_fresh_stack, plain, n)
+        spawned = best(repeat, on_fresh_stack, context.run_serially, spawn_function(f),
+                       (n,), {})
+        rows[name] = (spawned - base) / (n * per) * 1e9
+    return rows
 
 
 class StandIn:
@@ -151,6 +195,10 @@ def main() -> int:
         e = r["elision"]
         print(f"{name:10s} {e:9.0f} {r['alone']:9.0f} ({r['alone'] - e:+5.0f}) "
               f"{r['peers']:9.0f} ({r['peers'] - e:+5.0f})")
+    rows["over plain"] = over_plain(args.repeat, n)
+    print(f"the elision over plain Python: a spawn {rows['over plain']['spawn']:.0f} ns "
+          f"over a plain call; two spawns and their sync "
+          f"{rows['over plain']['spawn+sync']:.0f} ns a spawn over two plain calls")
     rows["promotion"] = {"ns": promotion_ns(args.repeat, min(n, 20000))}
     print(f"a promotion (an entry made a task for a thief: its call pickled): "
           f"{rows['promotion']['ns']:.0f} ns")
