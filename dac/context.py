@@ -59,8 +59,9 @@ class SerialContext:
     """Runs every spawned call at once, in this process.
 
     The function ``@spawn`` returns does what ``call`` does itself, without the
-    extra frame (a serial recursion must go as deep as plain Python's). ``depth`` is the recursion
-    depth where the serial run started: a task's depth on a leaf, 0 outside ``run``.
+    extra frame (a serial recursion must go as deep as plain Python's). ``depth`` is
+    the recursion depth where the serial run started: a task's depth on a leaf, 0
+    outside ``run``.
     A leaf's task runs in one too below its horizon (``leaf``: see ``dac.stealable``).
     """
 

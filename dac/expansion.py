@@ -160,7 +160,8 @@ class Expansion:
         return fut.done(), (fut.result() if fut.done() else None)
 
     def call(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Future:
-        """A ``@spawn`` call made by the running frame (the function ``@spawn`` returned)."""
+        """A ``@spawn`` call made by the running frame (through the function that
+        ``@spawn`` returned)."""
         frame = self.stack[-1]
         path = frame.path + (frame.nchild,)
         frame.nchild += 1

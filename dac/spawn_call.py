@@ -184,8 +184,9 @@ def function_of(sf: SpawnFunction) -> FunctionType:
 
 
 def spawn_function_of(obj: object) -> SpawnFunction | None:
-    """The ``SpawnFunction`` behind what ``@spawn`` returned (a function, or the
-    object itself where the signature could not be read), or None."""
+    """The ``SpawnFunction`` that a function ``@spawn`` returned holds, or None
+    (``dac.spawn.spawn_function`` also takes the ``SpawnFunction`` that ``@spawn``
+    returns where it could not read the signature)."""
     if type(obj) is FunctionType:
         return obj.__dict__.get("__dac_spawn__")
     return None

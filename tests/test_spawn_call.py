@@ -118,6 +118,16 @@ def test_a_wrong_call_is_refused_in_the_words_of_the_plain_function(name, args, 
         assert str(got.value) == str(expected.value).replace("plain_fib", "fib")
 
 
+def test_a_spawn_function_takes_exactly_the_body_parameters():
+    """No ``*args`` catches surplus arguments (a function taking one is called 13 ns
+    slower), and its signature is the body's, defaults shown as the body's."""
+    code = fib.__code__
+    assert code.co_argcount == 1 and code.co_kwonlyargcount == 0
+    assert not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    assert mixed.__code__.co_flags & inspect.CO_VARARGS            # the body's *rest
+    assert inspect.signature(mixed) == inspect.signature(plain_mixed)
+
+
 def test_the_elision_gives_the_serial_answer():
     assert fib(20) == plain_fib(20) == 6765
 
