@@ -6,7 +6,7 @@ import functools
 import importlib
 import inspect
 import itertools
-from types import MethodType
+from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any, Callable, Union, overload
 
 from . import context
@@ -15,8 +15,7 @@ from .context import current as _current  # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
 from .future import done
 from .serialize import dumps
-from .spawn_call import (function_of, name_as_body, readable, spawn_function_of, trimmer,
-                         write_call)
+from .spawn_call import function_of, name_as_body, readable, trimmer, write_call
 from .stealable import StealableContext
 
 if TYPE_CHECKING:
@@ -231,9 +230,11 @@ _MADE = frozenset(("function", "_trim"))
 
 def spawn_function(obj: object) -> SpawnFunction | None:
     """The ``SpawnFunction`` behind what ``@spawn`` returned, or None."""
-    if isinstance(obj, SpawnFunction):
+    if isinstance(obj, SpawnFunction):      # @spawn could not read the signature
         return obj
-    return spawn_function_of(obj)
+    if type(obj) is FunctionType:           # the function @spawn wrote (spawn_call)
+        return obj.__dict__.get("__dac_spawn__")
+    return None
 
 
 def _refuse_lazy(fn: Callable[..., Any]) -> None:

@@ -126,12 +126,8 @@ def write_call(function: FunctionType, sf: SpawnFunction) -> None:
     ``leaf=`` (``sf.grain_fixed``) it honours the leaf's grain below its horizon."""
     fn = sf.fn
     sig = inspect.signature(fn, follow_wrapped=False)
-    space: dict[str, Any] = function.__globals__
-    space.update({
-        "_dac_current": _current, "_dac_set": _set_current,
-        "_dac_Serial": SerialContext, "_dac_Stealable": StealableContext,
-        "_dac_new": _new, "_dac_Done": Done, "_dac_Entry": Entry,
-        "_dac_PENDING": _PENDING, "_dac_fn": fn, "_dac_D": UNSET, "_dac_sf": sf})
+    space: dict[str, Any] = function.__globals__    # (function_of's: its names)
+    space["_dac_fn"] = fn
     parts = _parts(sig, space)
     wake = _WAKE.format(given=parts.given) if sf.grain_fixed else ""
     made: dict[str, Any] = {}
@@ -161,7 +157,6 @@ def name_as_body(function: FunctionType, sf: SpawnFunction) -> None:
     function.__annotations__ = getattr(sf.fn, "__annotations__", None) or {}
     function.__dict__.update(getattr(sf.fn, "__dict__", {}))
     function.__wrapped__ = sf.fn       # type: ignore[attr-defined]
-    function.__dac_spawn__ = sf        # type: ignore[attr-defined]
 
 
 # the code of a function made before its SpawnFunction has its state (unpickled)
@@ -176,20 +171,16 @@ def function_of(sf: SpawnFunction) -> FunctionType:
     yet: unpickling gives a function before the object it belongs to is filled)."""
     function = sf.__dict__.get("function")
     if function is None:
-        space: dict[str, Any] = {"_dac_sf": sf, "__builtins__": __builtins__}
+        space: dict[str, Any] = {       # the globals of the forwarder and written code
+            "_dac_sf": sf, "__builtins__": __builtins__,
+            "_dac_current": _current, "_dac_set": _set_current,
+            "_dac_Serial": SerialContext, "_dac_Stealable": StealableContext,
+            "_dac_new": _new, "_dac_Done": Done, "_dac_Entry": Entry,
+            "_dac_PENDING": _PENDING, "_dac_D": UNSET}
         exec(_FORWARDER, space)
         function = sf.__dict__["function"] = space["_dac_spawn"]
         function.__dac_spawn__ = sf
     return function
-
-
-def spawn_function_of(obj: object) -> SpawnFunction | None:
-    """The ``SpawnFunction`` that a function ``@spawn`` returned holds, or None
-    (``dac.spawn.spawn_function`` also takes the ``SpawnFunction`` that ``@spawn``
-    returns where it could not read the signature)."""
-    if type(obj) is FunctionType:
-        return obj.__dict__.get("__dac_spawn__")
-    return None
 
 
 def _parts(sig: inspect.Signature, space: dict[str, Any]) -> Parts:
