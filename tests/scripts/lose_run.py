@@ -2,7 +2,7 @@
 
     dac run --fault-tolerant lose_run.py PROGRAM PROCS LEAF_MODE KILL [MARK]
 
-PROGRAM: ``queens`` (N-Queens 13, Python leaves), ``fib`` (fib 31, a spawn per call),
+PROGRAM: ``queens`` (N-Queens 13, Python leaves), ``fib`` (fib 33, a spawn per call),
 ``nested`` (a binary tree of 10 levels of 5 ms naps, every spawn stealable), ``once``
 (16 tasks of 40 ms; the first attempt of task 5 kills its own process with SIGKILL,
 writing its pid to MARK first). KILL: ``none``, or the role of a process the script
@@ -45,7 +45,7 @@ def once_all(n, mark):
 
 PROGRAMS = {
     "queens": (queens, (13, 0, 0, 0), 73712),
-    "fib": (fib, (31,), plain_fib(31)),
+    "fib": (fib, (33,), plain_fib(33)),
     "nested": (sleep_tree, (10, 5.0), 2 ** 10),
 }
 
