@@ -18,7 +18,10 @@ no dac, no stealing); the benchmark prints it and dac's efficiency over it. Meas
 (``branches = 2``, ``min_procs = 2``: about one router per leaf) and a flat one
 (``min_procs`` large enough that the root spawns every leaf itself). After each
 measured job, with the tree still up, it also prints the memory the run holds: the
-PSS of this process and of everything it started (``benchmarks/_memory.py``).
+PSS of this process and of everything it started (``benchmarks/_memory.py``), and
+where the start-up went: the median leaf's steps from its parent's spawn call
+(``startup`` in each process's statistics: MPI's launch and the interpreter, MPI_Init,
+the wait for INIT, the task executor's imports, READY), one run's after another.
 
 Run:  python benchmarks/sleep_scale.py                 # 32 leaves, three shapes, 2 runs
       python benchmarks/sleep_scale.py --leaves 64 --repeat 3
@@ -128,8 +131,8 @@ def main() -> int:
             began = time.perf_counter()
             many = args.leaves > 64 * (os.cpu_count() or 1)    # sleepers, not cores
             with dac.Runtime(procs=args.leaves, oversubscribe=many, **extra) as rt:
-                rt.run(nap_tree, args.seed, 0, 0, 3, args.p, 1.0)       # warm: start-up
-                startup = time.perf_counter() - began
+                warm = rt.run_report(nap_tree, args.seed, 0, 0, 3, args.p, 1.0)
+                startup = time.perf_counter() - began                   # and a job
                 report = rt.run_report(nap_tree, args.seed, 0, 0, args.limit, args.p,
                                        args.ms)
                 memory = run_memory(args.leaves)        # the tree still up, after its job
@@ -139,7 +142,7 @@ def main() -> int:
             wakes = sum(p.get("wakes", 0) for p in st["processes"] if p["role"] == "leaf")
             runs[name].append((ideal / report.elapsed_s, report.elapsed_s, routers,
                                st["steals_split"], st["split_tasks"], startup,
-                               wakes / nodes, memory))
+                               wakes / nodes, memory, startup_steps(warm.stats)))
     top = statistics.median(ceilings) if ceilings else None
     if ceilings:
         print(f"ceiling ({args.leaves} plain processes, each sleeping {nodes // args.leaves}"
@@ -157,7 +160,25 @@ def main() -> int:
               f"{', '.join(str(r[4]) for r in rs)}; the leaves' wakes a node "
               f"{', '.join(f'{r[6]:.2f}' for r in rs)}; memory after the job (PSS) "
               f"{'; '.join(r[7] for r in rs)}")
+        print(f"{name:8s} start-up steps of the median leaf (s): "
+              f"{'; '.join(r[8] for r in rs)}")
     return 0
+
+
+STEPS = (("python_s", "launch and interpreter"), ("mpi_s", "MPI_Init"),
+         ("init_s", "INIT"), ("imports_s", "imports"), ("ready_s", "ready"))
+
+
+def startup_steps(stats: dict) -> str:
+    """The median leaf's start-up steps, from the first job's statistics: where a
+    large tree's start-up goes (the processes' own marks, so no profiler)."""
+    leaves = [p.get("startup") or {} for p in stats["processes"] if p["role"] == "leaf"]
+    parts = []
+    for key, label in STEPS:
+        values = [s[key] for s in leaves if key in s]
+        if values:
+            parts.append(f"{label} {statistics.median(values):.2f}")
+    return " / ".join(parts) or "not recorded"
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import simulate
-from sleep_scale import count
+from sleep_scale import count, startup_steps
 
 from stealing.tree import policy as policy_module
 
@@ -91,3 +91,15 @@ def test_the_last_line_is_json_with_the_documented_keys(extra):
     assert figures["leaves"] == 4 and figures["shape"] == "thesis"
     assert figures["nodes"] == count(7, 0, 0, 10, 0.70)
     assert len(lines) == (1 if extra else 3)
+
+
+def test_sleep_scale_reports_the_median_leafs_start_up_steps():
+    leaf = lambda py, mpi, ready: {"role": "leaf", "startup": {
+        "python_s": py, "mpi_s": mpi, "init_s": 0.01, "imports_s": 0.5, "ready_s": ready}}
+    stats = {"processes": [
+        {"role": "router", "startup": {"python_s": 9.0, "mpi_s": 9.0, "ready_s": 9.0}},
+        leaf(1.0, 5.0, 7.0), leaf(3.0, 2.0, 6.0), leaf(2.0, 9.0, 12.0),
+        {"role": "leaf"}]}             # a leaf grown later has no start-up record
+    assert startup_steps(stats) == ("launch and interpreter 2.00 / MPI_Init 5.00 / "
+                                    "INIT 0.01 / imports 0.50 / ready 7.00")
+    assert startup_steps({"processes": [{"role": "leaf"}]}) == "not recorded"
