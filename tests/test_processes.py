@@ -42,6 +42,28 @@ def test_routers_and_leaves_end_after_a_run():
     assert wait_for_no_processes(timeout=5) == {}
 
 
+def _switches(pid):
+    """How many times ``pid`` was scheduled off a CPU: each wake-up counts one."""
+    with open(f"/proc/{pid}/status") as f:
+        return sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+
+
+def test_the_monitors_of_an_idle_tree_never_wake():
+    """A monitor sleeps until its child ends or the root does (the root's pidfd): one
+    that looked twice a second made 128 leaves' monitors take 0.4 CPU-seconds of a
+    6 s job on 2 cores, and kept every idle warm tree waking."""
+    with dac.Runtime(procs=5, branches=2, min_procs=2) as rt:     # 2 routers, 5 leaves
+        assert rt.run(programs.fib, 12) == 144
+        workers = dac_processes()
+        monitors = set(dac_processes(monitors=True)) - set(workers)
+        assert len(workers) == 7 and len(monitors) == 7
+        time.sleep(0.6)                     # (a monitor looks until its child's INIT)
+        before = {pid: _switches(pid) for pid in monitors}
+        time.sleep(1.6)                     # three looks, had they looked every 0.5 s
+        assert {pid: _switches(pid) for pid in monitors} == before
+    assert wait_for_no_processes(timeout=5) == {}
+
+
 def test_no_process_left_after_dac_run():
     assert dac.run(programs.fib, 17, procs=2) == 1597
     assert wait_for_no_processes(timeout=5) == {}

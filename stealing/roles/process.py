@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import select
 import signal
 import socket
 import sys
@@ -56,19 +57,24 @@ def _monitor(child: int, status: SharedStatus, run_dir: str | None) -> None:
     nothing else ends it), and nothing of a run may outlive its root by more than a
     moment. That is no loss to record: the run is over."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    wake = _wake_on_sigchld()
+    root_fd: int | None = None
     ended_it = False
-    raw = None
-    while raw is None:
+    while True:
         raw = _reap(child)
         if raw is not None:
             break
         root = status.root_pid
-        if root and not ended_it and not alive(root):
-            status.finished()
-            ended_it = True
-            os.kill(child, signal.SIGKILL)
-        signal.sigtimedwait({signal.SIGCHLD}, ROOT_CHECK_S)
+        if root and not ended_it:
+            if root_fd is None:
+                root_fd = _pidfd(root)
+            if not alive(root):
+                status.finished()
+                ended_it = True
+                os.kill(child, signal.SIGKILL)
+        watched = [wake] if ended_it or root_fd is None else [wake, root_fd]
+        select.select(watched, [], [], _monitor_timeout(status, root, root_fd, ended_it))
+        _drain(wake)
     _end_orphans()
     code = os.waitstatus_to_exitcode(raw)
     tid, finished, role = status.read()
@@ -92,6 +98,52 @@ def _monitor(child: int, status: SharedStatus, run_dir: str | None) -> None:
         except OSError:
             pass
     os._exit(code if code >= 0 else 128 - code)
+
+
+def _wake_on_sigchld() -> int:
+    """A descriptor that turns readable when a child of this process ends (SIGCHLD,
+    through ``signal.set_wakeup_fd``): the monitor sleeps in ``select`` on it and on
+    the root's pidfd, and wakes for nothing else."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    return r
+
+
+def _drain(fd: int) -> None:
+    """Empty the wake-up pipe (its bytes only say "a signal came")."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that turns readable when ``pid`` ends (Linux 5.3 and later), or
+    None where there is none: the monitor then looks every ``ROOT_CHECK_S``."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):    # no pidfd here, or the root ended already
+        return None
+
+
+def _monitor_timeout(status: SharedStatus, root: int, root_fd: int | None,
+                     ended_it: bool) -> float | None:
+    """How long the monitor may sleep: until a wake-up (None) once nothing needs a
+    look. The child writes the root's pid before its role, so a role means the pid
+    is final: the root on another host (0), or watched through its pidfd. Before
+    that, or with no pidfd, it looks every ``ROOT_CHECK_S`` (a monitor that woke
+    twice a second, 128 leaves' monitors took 0.4 CPU-seconds of a 6 s job on 2
+    cores)."""
+    if ended_it:
+        return None
+    settled = status.read()[2] != 0
+    if settled and (not root or root_fd is not None):
+        return None
+    return ROOT_CHECK_S
 
 
 def _reap(child: int) -> int | None:
@@ -263,11 +315,11 @@ def play(MPI: ModuleType, parent: Intercomm, mailbox: Mailbox, init: P.Init,
     adopt(init.script)          # tasks run here as they would in the user's script
     status.shm(start.shm)
     note_shm(run_dir, start.shm)
-    status.role(init.role)
     here = socket.gethostname()
     tree = init.tree
     if tree.root_host == here:
         status.root(tree.root_pid)
+    status.role(init.role)          # after the root's pid: then the monitor knows both
     mailbox.trace = open_trace("/".join([init.role, *map(str, init.path)]))
     mailbox.name_link(parent, "up")
     _open_bells(mailbox, parent, init)
