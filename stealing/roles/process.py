@@ -46,7 +46,7 @@ from stealing.transport.world import spawned
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm
 
-ROOT_CHECK_S = 0.5      # how often a monitor looks whether the root still lives
+ROOT_CHECK_S = 0.5      # how often a monitor looks at the root, where no pidfd tells it
 
 
 def _monitor(child: int, status: SharedStatus, run_dir: str | None) -> None:
