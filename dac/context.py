@@ -225,21 +225,18 @@ def sync(first: Any = _NOTHING, second: Any = _NOTHING, /, *more: Any) -> Any:
             values.append(f._value)
         else:
             return values
-    elif first is _NOTHING and current().__class__ is SerialContext:
-        return None                         # sync() where every call runs at once
-    if second is not _NOTHING:
-        futures: tuple = (first, second, *more)
-    else:
-        futures = () if first is _NOTHING else (first,)
     ctx = current()
     if ctx is None:
         raise SyncError("sync() called outside a spawned call: use it inside a function "
                         "decorated with @dac.spawn")
+    # a leaf's context (dac.stealable) takes every form of the call as it came
+    if first is _NOTHING:                   # sync(): every call spawned so far
+        if isinstance(ctx, SerialContext):
+            return None                     # (each ran at once)
+        return ctx.sync(()) if ctx.whole_sync else ctx.sync_all()
+    futures: tuple = (first,) if second is _NOTHING else (first, second, *more)
     if ctx.whole_sync:
-        # a leaf's context (dac.stealable) takes every form of the call as it came
         return ctx.sync(futures)
-    if not futures:
-        return None if isinstance(ctx, SerialContext) else ctx.sync_all()
     if len(futures) == 1 and not isinstance(futures[0], Future):
         return sync_iterable(ctx, futures[0])
     return ctx.sync(futures)
