@@ -1,7 +1,9 @@
 """No process of a run is left: after runs that pass, fail, or are interrupted."""
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -14,11 +16,13 @@ from proctools import (
     leftover_shm,
     marked_pids,
     new_tag,
+    tagged_env,
     wait_for,
     wait_for_no_processes,
 )
 
 import dac
+from stealing.transport.mpi_env import set_defaults as set_mpi_defaults
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LONG_RUN = os.path.join(HERE, "scripts", "long_run.py")
@@ -226,6 +230,44 @@ def test_a_leaf_sees_no_package_of_dac_as_a_top_level_module():
     assert found == dict.fromkeys(names), found
     assert dac.run(programs.module_origin, "stealing", procs=1).endswith(
         os.path.join("stealing", "__init__.py"))
+
+
+MPI_ENV_SCRIPT = """\
+import json, os, sys
+sys.path.insert(0, {tests!r})
+import dac
+from programs import environment_variable
+leaf = dac.run(environment_variable, "UCX_MEM_EVENTS", procs=1)
+print(json.dumps([os.environ.get("UCX_MEM_EVENTS"), leaf]))
+"""
+
+
+@pytest.mark.parametrize("given, seen", [(None, "no"), ("yes", "yes")])
+def test_mpi_starts_without_ucx_memory_hooks_unless_the_environment_asks(tmp_path,
+                                                                         given, seen):
+    """UCX's memory hooks cost about 40 ms of CPU a process when its library loads
+    (``stealing.transport.mpi_env``): the root and every spawned process start MPI
+    with ``UCX_MEM_EVENTS=no``, unless the user's environment says otherwise."""
+    tag = new_tag()
+    env = tagged_env(tag)
+    env.pop("UCX_MEM_EVENTS", None)     # (this test process set it when MPI started)
+    if given is not None:
+        env["UCX_MEM_EVENTS"] = given
+    script = tmp_path / "mpi_env.py"
+    script.write_text(MPI_ENV_SCRIPT.format(tests=HERE))
+    ran = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout.strip().splitlines()[-1]) == [seen, seen]
+    assert wait_for_no_processes(tag, timeout=5) == {}
+
+
+def test_mpi_environment_defaults_leave_what_the_user_set(monkeypatch):
+    monkeypatch.setenv("UCX_LOG_LEVEL", "info")
+    monkeypatch.delenv("UCX_MEM_EVENTS", raising=False)
+    set_mpi_defaults()
+    assert os.environ["UCX_LOG_LEVEL"] == "info"
+    assert os.environ["UCX_MEM_EVENTS"] == "no"
 
 
 @pytest.mark.parametrize("cut", [0, 5])

@@ -40,6 +40,7 @@ from stealing.roles.status import ROLES, SharedStatus, Start
 from stealing.transport import protocol as P
 from stealing.transport.bell import Bell, bell_name
 from stealing.transport.mailbox import Mailbox, crowded
+from stealing.transport.mpi_env import set_defaults as set_mpi_defaults
 from stealing.transport.segments import Segments
 from stealing.transport.world import spawned
 
@@ -258,7 +259,7 @@ def _empty_stdin() -> None:
 def _start_mpi() -> ModuleType:
     """Start MPI (``mpi4py.MPI``) with dac's settings: imported here, in the process
     that does the work, so that its monitor stays without MPI."""
-    os.environ.setdefault("UCX_LOG_LEVEL", "error")     # see stealing.transport.mpi.init_mpi
+    set_mpi_defaults()              # (the root set them too: see its docstring)
     import mpi4py  # lazy: the worker alone (not its monitor) loads MPI, rc set first
     mpi4py.rc.threads = False
     mpi4py.rc.finalize = False

@@ -32,6 +32,7 @@ from typing import Collection, Iterable, NoReturn, TypedDict
 from stealing.host.losses import make_run_dir
 from stealing.host.shm import own_shm, sweep_hydra_files, sweep_unused_shm, unlink_shm
 from stealing.transport.deadline import CLOSE_S, Deadline
+from stealing.transport.mpi_env import set_defaults as set_mpi_defaults
 
 
 class _State(TypedDict):
@@ -137,16 +138,14 @@ def init_mpi(this_host_only: bool = False) -> ModuleType:
     network layer listens on loopback only (``UCX_NET_DEVICES=lo``, unless set; see
     ``loopback``).
 
-    UCX (MPICH's network layer) warns at disconnect about messages nobody received,
-    e.g. a STOP that crossed a spawn-per-batch leaf's last results; that is expected
-    when a run ends early, so only UCX errors are shown (the setting reaches every
-    spawned process through the environment). Threads: MPI is used by one thread at a
-    time (``lock``), so the serialized level is asked for. Finalization is dac's, at
-    exit, and skipped once a process was lost.
+    The environment MPI starts in is ``stealing.transport.mpi_env``'s (it reaches every
+    spawned process too). Threads: MPI is used by one thread at a time (``lock``), so
+    the serialized level is asked for. Finalization is dac's, at exit, and skipped once
+    a process was lost.
     """
     if _state["MPI"] is not None:
         return _state["MPI"]
-    os.environ.setdefault("UCX_LOG_LEVEL", "error")
+    set_mpi_defaults()
     if this_host_only and os.environ.get("DAC_LOOPBACK", "1") != "0" and \
             "UCX_NET_DEVICES" not in os.environ and not ulfm_active():
         os.environ["UCX_NET_DEVICES"] = "lo"
