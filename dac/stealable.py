@@ -403,6 +403,8 @@ class StealableContext:
         self.countdown = self.interval
         if self.owed and self.deque and self._due(now):   # what spawns made since
             self._pay()
+        if rung:                        # (before the look: a ring after it stays)
+            ticker.take_rings()
         if self.worker.poll():
             self.missed = 0
         elif rung or self.missed:       # rung, but MPI shows no message yet

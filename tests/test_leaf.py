@@ -15,16 +15,11 @@ class Mailbox:
     def __init__(self, *messages):
         self.inbox = deque(messages)
         self.sent = []
-        self.looks = []             # "rings" (the bell emptied) and "poll", in order
-
-    def take_rings(self):
-        self.looks.append("rings")
 
     def send(self, comm, obj, dest, tag):
         self.sent.append((P.name(tag), obj))
 
     def poll(self, comms):
-        self.looks.append("poll")
         msg = self.inbox.popleft() if self.inbox else None
         return None if msg is None else (0, 0) + msg
 
@@ -161,17 +156,3 @@ def test_a_gpu_leaf_given_work_split_off_another_leaf_runs_it():
     assert leaf.results == [(((0,), 7), b"result")]
     leaf.status.task(12)
     assert leaf.status.current == 12
-
-
-def test_a_running_tasks_poll_empties_the_bell_before_it_looks():
-    """A running task is woken by its bell's rings (SIGIO) and never sleeps on the
-    bell, so the rings piled up; past the bell's queue (10 here) a ring was dropped
-    and raised no signal, and a thief's SPLIT waited for the task's next clock tick
-    (33-55 ms on a spine on 2 leaves). Each poll now takes the rings first: a message
-    rung before the look is found by it, one rung after it rings an empty bell."""
-    leaf, mailbox = a_leaf((P.RETURN, P.Returned([(((0,), 7), b"")])))
-    leaf.phase, leaf.running = Phase.WORKING, 1
-    assert leaf.poll() is True and leaf.executor.delivered
-    assert mailbox.looks == ["rings", "poll", "poll"]
-    assert leaf.poll() is False
-    assert mailbox.looks[3:] == ["rings", "poll"]

@@ -397,13 +397,10 @@ class Leaf:
     def poll(self) -> bool:
         """Handle the messages waiting from the parent (a task calls it by clock);
         True if there was one. Told to stop meanwhile, the leaf abandons the task
-        (``Unwind``). The bell's rings are taken first, so that a full bell never
-        drops the ring of a later message (``Bell.take``); a message rung before
-        this look is found by it."""
+        (``Unwind``)."""
         mb, comms = self.mailbox, [self.parent]
         if self.capture is not None and self.capture.ready:
             self.send_output()
-        mb.take_rings()
         got = mb.poll(comms)
         handled = got is not None
         while got is not None:

@@ -79,27 +79,12 @@ class Bell:
             return False
         if self.sock not in ready:
             return None
-        self.take()
-        return True
-
-    def take(self) -> bool:
-        """Take the rings queued, without waiting: True if there were any.
-
-        A bell queues at most ``net.unix.max_dgram_qlen`` rings (10 by default); a
-        ring past that is dropped. A sleep takes them, but a running task does not
-        sleep: it is woken by each ring's ``SIGIO`` (``dac.ticker``), and once its
-        queue was full a ring raised none. On a spine of 300 levels of 3 ms on 2
-        leaves, the leaf running the spine got a ring for each result sent back to it
-        and, about ten results later, missed the ring of a split: the thief waited for
-        the task's next clock tick, up to 50 ms. So a task's polls take the rings
-        (``stealing.roles.leaf.Leaf.poll``)."""
-        took = False
         try:
             while self.sock.recv(64):
-                took = True
+                pass
         except OSError:
             pass
-        return took
+        return True
 
     def close(self) -> None:
         """Close the socket (the bell's name is free again)."""

@@ -164,12 +164,6 @@ class Mailbox:
             return None
         return self.bell.sock.fileno()
 
-    def take_rings(self) -> None:
-        """Empty this process's bell without sleeping (a running task's poll, which
-        the rings wake by a signal: see ``Bell.take``)."""
-        if self.bell is not None:
-            self.bell.take()
-
     def _all_rung(self, comms: Sequence[Comm | None]) -> bool:
         """Every link of ``comms`` rings this process's bell (it has one)."""
         return self.bell is not None and bool(self._rung) and \
