@@ -403,8 +403,6 @@ class StealableContext:
         self.countdown = self.interval
         if self.owed and self.deque and self._due(now):   # what spawns made since
             self._pay()
-        if rung:                        # (before the look: a ring after it stays)
-            ticker.take_rings()
         if self.worker.poll():
             self.missed = 0
         elif rung or self.missed:       # rung, but MPI shows no message yet
@@ -418,18 +416,10 @@ class StealableContext:
 
     def _tick(self, rung: bool) -> None:
         """The ticker's tick or the parent's ring (``dac.ticker``): a task that
-        runs below the horizon comes back to this context, whose next spawn polls.
-        One that runs in this context now polls at its next spawn too: a ring that
-        came between two counted spawns was dropped, the task went below the horizon
-        and read the message at the clock's next tick (a thief of a spine of 300
-        levels of 3 ms on 2 leaves waited 52-54 ms for a split, in 4 runs of 4)."""
-        current = context.current()
-        if current is self.below and self.below is not self:
+        runs below the horizon comes back to this context, whose next spawn polls."""
+        if context.current() is self.below and self.below is not self:
             self.woken()
             self.rung = rung
-        elif current is self:
-            self.countdown = 0
-            self.rung = self.rung or rung
 
     def woken(self) -> StealableContext:
         """Back from the serial context below the horizon: the next spawn polls."""

@@ -82,34 +82,12 @@ def start(target: Callable[[bool], None], period: float, ring_fd: int | None = N
     if ring_fd is not None and hasattr(signal, "SIGIO") and _own(signal.SIGIO):
         fcntl.fcntl(ring_fd, fcntl.F_SETOWN, os.getpid())
         _ring_fd[0] = ring_fd
-        take_rings()
         _set_async(True)
         every = slow_period if slow_period is not None else period
     _target[0] = target
     _every[0] = every
     signal.setitimer(signal.ITIMER_REAL, period, every)
     return True
-
-
-def take_rings() -> None:
-    """Empty the doorbell (its queued rings), if one is in ``O_ASYNC`` mode.
-
-    A doorbell queues at most ``net.unix.max_dgram_qlen`` rings (10 by default); a
-    ring past that is dropped and raises no ``SIGIO``. A sleep on the bell takes its
-    rings, but a running task does not sleep: on a spine of 300 levels of 3 ms on 2
-    leaves, the leaf running the spine got a ring for each result sent back to it
-    and, about ten results later, missed the ring of a split, so the thief waited for
-    the task's next clock tick (up to 50 ms). So the task takes them where a ring
-    woke it (``dac.stealable``: its next poll, before it looks at the link), and
-    ``start`` and ``resume`` take those that came while no signal was asked for."""
-    fd = _ring_fd[0]
-    if fd is None:
-        return
-    try:
-        while os.read(fd, 64):
-            pass
-    except OSError:                     # none left (or closed: the leaf is ending)
-        pass
 
 
 def _set_async(on: bool) -> None:
@@ -135,7 +113,6 @@ def resume(first: float) -> None:
     """Signals again after ``pause``, the clock's next tick in ``first`` seconds."""
     if _target[0] is not None and _paused[0]:
         _paused[0] = False
-        take_rings()
         _set_async(True)
         signal.setitimer(signal.ITIMER_REAL, first, _every[0])
 

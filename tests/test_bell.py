@@ -7,7 +7,6 @@ import time
 import programs
 
 import dac
-from dac import ticker
 from stealing.transport.bell import Bell, bell_name, ring
 
 
@@ -33,45 +32,6 @@ def test_a_ring_wakes_a_sleeping_bell_at_once():
         bell.close()
     ring(name)                              # nobody there: dropped, no error
     Bell(name).close()                      # and the name is free again
-
-
-def test_a_full_bell_drops_rings_and_their_signals_until_its_rings_are_taken():
-    """A bell queues ``net.unix.max_dgram_qlen`` rings; each raises SIGIO where the
-    bell is in O_ASYNC mode (a running task's, ``dac.ticker``), a ring past the queue
-    is dropped and raises none. Taking the rings (``ticker.take_rings``, as a task's
-    poll after a ring does) lets the next ring through."""
-    with open("/proc/sys/net/unix/max_dgram_qlen") as f:
-        queue = int(f.read())
-    name = bell_name(os.getpid(), (99, 8))
-    bell = Bell(name)
-    woken = []
-    assert ticker.start(woken.append, 60.0, bell.sock.fileno(), 60.0)
-    try:
-        delivered = 0                       # rings until one raises no signal
-        for _ in range(queue + 5):
-            ring(name)
-            if not wait_until(lambda: len(woken) > delivered, 0.05):
-                break
-            delivered += 1
-        # (the kernel queues one ring past max_dgram_qlen)
-        assert queue <= delivered <= queue + 1 and woken == [True] * delivered
-        ticker.take_rings()
-        assert bell.sleep(0.0) is False     # nothing left
-        ring(name)
-        assert wait_until(lambda: len(woken) == delivered + 1)
-        assert bell.sleep(0.0) is True
-    finally:
-        ticker.stop()
-        bell.close()
-
-
-def wait_until(predicate, timeout: float = 2.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
 
 
 def abstract_sockets() -> set:

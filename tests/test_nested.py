@@ -7,7 +7,6 @@ Values are exact; the counters must show the splits and add up.
 """
 
 import os
-import select
 import socket
 import sys
 import time
@@ -230,65 +229,6 @@ def _warm(ctx):
     """``ctx`` as on a leaf whose spawns come fast (thousands between two polls)."""
     ctx.interval = 1 << 12
     return ctx
-
-
-def test_a_ring_taken_while_a_task_runs_in_its_leafs_context_makes_the_next_spawn_poll():
-    """A ring (SIGIO) or a tick that came while the task ran in the leaf's own
-    context, between counted spawns, was dropped: the task then went below the
-    horizon and read the message only at the clock's next tick, 50 ms later (a
-    thief of a spine on 2 leaves waited 50-55 ms in most runs). It now makes the
-    next spawn poll, as a ring below the horizon does."""
-    from dac import context
-    from dac.stealable import StealableContext
-    ctx = _warm(StealableContext(_Peer()))
-    ctx.countdown = 1000
-    saved = context.current()
-    context.set_current(ctx)
-    try:
-        ctx._tick(True)
-    finally:
-        context.set_current(saved)
-    assert ctx.countdown == 0 and ctx.rung is True
-    ctx._tick(False)                    # not the leaf's context now: nothing to do
-    assert ctx.countdown == 0 and ctx.rung is True
-
-
-class _BellWatcher(_Peer):
-    """Notes, at each poll, whether its bell still held rings."""
-
-    def __init__(self, bell):
-        super().__init__()
-        self.bell, self.rings_at_poll = bell, []
-
-    def poll(self):
-        super().poll()
-        self.rings_at_poll.append(bool(select.select([self.bell.sock], [], [], 0)[0]))
-
-
-def test_a_poll_after_a_ring_takes_the_bells_rings_before_it_looks():
-    """A running task never sleeps on its bell, so the rings of the messages it got
-    piled up; past the bell's queue (10 here) a ring was dropped and raised no
-    SIGIO, and a thief's split waited for the task's next clock tick (up to 50 ms
-    on a spine on 2 leaves). A poll that a ring caused now takes the rings first (a
-    ring after the look stays, and signals)."""
-    from dac import ticker
-    from dac.stealable import StealableContext
-    from stealing.transport.bell import Bell, bell_name, ring
-    name = bell_name(os.getpid(), (98, 1))
-    bell = Bell(name)
-    worker = _BellWatcher(bell)
-    ctx = _warm(StealableContext(worker))
-    assert ticker.start(lambda rung: None, 60.0, bell.sock.fileno(), 60.0)
-    try:
-        for _ in range(5):
-            ring(name)
-        ctx._poll()                         # by the count: the rings stay
-        ctx.rung = True                     # as a ring's signal leaves it
-        ctx._poll()
-        assert worker.rings_at_poll == [True, False]
-    finally:
-        ticker.stop()
-        bell.close()
 
 
 def test_a_leaf_with_peers_makes_entries_only_at_the_top_of_a_task():
