@@ -788,11 +788,11 @@ def module_origin(name):
     return None if spec is None else spec.origin
 
 
-
 @spawn
 def environment_variable(name):
     """The value of ``name`` in a leaf's environment (None: unset)."""
     return os.environ.get(name)
+
 
 # --- the interpreter's frame stack (stealing.host.stack.on_fresh_stack) ----------------------
 def _bottom():

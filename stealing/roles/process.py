@@ -259,7 +259,7 @@ def _empty_stdin() -> None:
 def _start_mpi() -> ModuleType:
     """Start MPI (``mpi4py.MPI``) with dac's settings: imported here, in the process
     that does the work, so that its monitor stays without MPI."""
-    set_mpi_defaults()              # (the root set them too: see its docstring)
+    set_mpi_defaults()              # (as the root did: stealing.transport.mpi_env)
     import mpi4py  # lazy: the worker alone (not its monitor) loads MPI, rc set first
     mpi4py.rc.threads = False
     mpi4py.rc.finalize = False
