@@ -18,6 +18,7 @@ import time
 import pytest
 from proctools import finish, launch, leftover_shm, new_tag, wait_for_no_processes
 
+from stealing.host.procs import ending
 from stealing.host.shm import sweep_hydra_files, sweep_unused_shm
 from stealing.host.watch import Watch
 
@@ -107,6 +108,45 @@ def test_of_processes_seen_gone_together_the_first_to_end_is_named(first):
         for proc in procs.values():
             proc.kill()
             proc.wait()
+
+
+def test_a_monitor_seen_to_end_before_mpiexec_names_mpiexec_too():
+    """A killed ``mpiexec`` closes its links before its own end shows; its proxy ends
+    the monitors below it on that, and on a busy machine one of them was seen to end
+    first (CI: ``mpiexec`` killed, only the router's monitor named). Which went first
+    cannot be told then, so the record names both."""
+    procs = {kind: subprocess.Popen(["sleep", "60"]) for kind in ("manager", "monitor")}
+    watch = Watch()
+    try:
+        watch._add(procs["manager"].pid, 0, "process manager", "(mpiexec.hydra) ended")
+        watch._add(procs["monitor"].pid, 3, "router's monitor", "ended", 1)
+        procs["monitor"].kill()
+        _ended(procs["monitor"])
+        assert "process manager" not in watch.look()["how"]     # mpiexec still runs
+        procs["manager"].kill()
+        _ended(procs["manager"])
+        seen = watch.look()
+        assert seen["pid"] == procs["monitor"].pid
+        assert seen["how"].startswith("ended; MPI's process manager pid "
+                                      f"{procs['manager'].pid} (mpiexec.hydra) ended"), seen
+    finally:
+        watch.close()
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()
+
+
+def test_a_process_is_ending_from_the_start_of_its_exit():
+    """``ending``: a running process is not, a zombie is, a pid with no process is."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        assert not ending(proc.pid)
+        proc.kill()
+        _ended(proc)
+        assert ending(proc.pid)                     # a zombie: not reaped yet
+    finally:
+        proc.wait()
+    assert ending(proc.pid)
 
 
 MAPPER = """

@@ -19,6 +19,22 @@ def alive(pid: int) -> bool:
         return False
 
 
+PF_EXITING = 0x4       # a task's flag (``/proc/PID/stat``, field 9) from the start of its exit
+
+
+def ending(pid: int) -> bool:
+    """True once ``pid`` has begun to exit, or has ended. A killed process closes its
+    files before it is seen to end (its pidfd readable, a zombie), and what those
+    closes set off (MPI's proxy ending the processes below it) can end before it:
+    but its exit flag is set before any of its files closes."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return True
+    return fields[0] in ("Z", "X") or bool(int(fields[6]) & PF_EXITING)
+
+
 def start_time(pid: int) -> int | None:
     """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``), or None
     when it is not running: with the pid, it names one process for good (a pid is

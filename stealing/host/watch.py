@@ -27,7 +27,7 @@ import socket
 import time
 from typing import Any, Iterable
 
-from stealing.host.procs import alive, children_named, descendants, table
+from stealing.host.procs import alive, children_named, descendants, ending, table
 
 WATCH_S = 0.5           # how often the root looks where there are no pidfds
 
@@ -130,10 +130,28 @@ class Watch:
         return self._record(min(gone, key=lambda p: self.watched[p][0]))
 
     def _record(self, pid: int) -> dict[str, Any]:
-        """The record of watched ``pid``, which ended."""
+        """The record of watched ``pid``, which ended; with the process managers
+        that ended too, or are ending, when ``pid`` is not one of them."""
         _rank, role, how, _child = self.watched[pid]
+        if role != "process manager":
+            how += self._managers_gone()
         return {"pid": pid, "host": self.host, "role": role, "code": -9, "tid": -1,
                 "time": time.time(), "how": how}
+
+    def _managers_gone(self) -> str:
+        """Words for the process managers that ended or are ending. Which went
+        first cannot always be told: a killed ``mpiexec`` closes its links before
+        its own end shows, its proxy ends the monitors below it on that, and one
+        of those can be seen to end first; a killed monitor makes ``mpiexec`` end
+        the job, and itself, a moment later. So both are named."""
+        gone = [(w[0], pid, w[2]) for pid, w in self.watched.items()
+                if w[1] == "process manager" and ending(pid)]
+        if not gone:
+            return ""
+        _rank, pid, how = min(gone)
+        name = how.split(")", 1)[0] + ")"
+        return (f"; MPI's process manager pid {pid} {name} ended at the same time "
+                "(which of the two went first is not known)")
 
     def close(self) -> None:
         """Close every pidfd (the watch is over)."""
