@@ -18,8 +18,9 @@ serial elision. The deque then holds the unstarted siblings along the top of the
 running path: the oldest, the shallowest, is the biggest piece a thief can get, and a
 task a thief takes has top levels of its own. When a thief asks and the deque is empty
 (the leaf runs a plain call below the horizon), every spawn is an entry (``EVERY``)
-until a poll ``POLL_S`` later pays the thief the oldest half of those made meanwhile
-(``_due``): the spawns of the running call, and of its callers as they return. Then
+until a poll ``POLL_S`` later pays the thief from those made meanwhile (``_due``):
+the spawns of the running call, and of its callers as they return; the thief gets the
+oldest half of those at the shallowest level (``_take_shallowest``). Then
 the horizon is back where the task's top put it (``_place_horizon``). Spawns that come
 slowly (``SLOW``) are all entries: beside work of a millisecond a spawn, an entry
 costs nothing. Measured on 2 leaves (``benchmarks/work_first.py``), fib 32 ran at
@@ -539,8 +540,8 @@ class StealableContext:
     def _pay(self) -> None:
         if self.counting:                   # owed until the grain is fixed
             return
-        want, self.owed = self.owed, 0
-        given = self._take(want)
+        self.owed = 0
+        given = self._take_shallowest()
         self._place_horizon()
         if given:
             self.worker.offer(given)
@@ -580,6 +581,27 @@ class StealableContext:
                 continue
             out.append(task)
         d.extendleft(reversed(keep))
+        return out
+
+    def _take_shallowest(self) -> list:
+        """A split owed, paid from the spawns made since it was asked: the oldest
+        half (at least one) of the entries at the shallowest level among them, the
+        biggest pieces there are. Not half of them all: those are mostly deep calls
+        of the one running path (a split of UTS T3 handed a thief 456 and 857 tasks,
+        most of one node, each pickled for it and its result sent back)."""
+        d = self.deque
+        top = min([e.level for e in d])
+        level = [e for e in d if e.level == top]
+        out, taken = [], set()
+        for entry in level[:(len(level) + 1) // 2]:
+            task = self._as_task(entry)
+            if task is not None:            # arguments that cannot travel stay here
+                out.append(task)
+                taken.add(entry.seq)
+        if taken:
+            kept = [e for e in d if e.seq not in taken]
+            d.clear()
+            d.extend(kept)
         return out
 
     def _as_task(self, entry: Entry) -> Task | None:

@@ -289,8 +289,8 @@ class _Thief(_Peer):
 def test_a_thief_that_finds_no_entry_is_paid_from_spawns_made_since():
     """A thief that asks while the leaf runs a plain call below the horizon gets
     nothing then (owed); every spawn is an entry until a poll ``POLL_S`` later pays
-    the oldest half of them: calls made below the first horizon, plain calls until a
-    thief needed them. Then the horizon is back."""
+    it from them: calls made below the first horizon, plain calls until a thief
+    needed them. Then the horizon is back."""
     from dac import task_call
     from dac.stealable import EVERY, HORIZON, StealableContext
     worker = _Thief()
@@ -301,6 +301,36 @@ def test_a_thief_that_finds_no_entry_is_paid_from_spawns_made_since():
     sizes = [task_call.read(p).args[0] for _, p in worker.paid]
     assert max(sizes) < 20 - HORIZON                # promoted from below it
     assert EVERY not in worker.horizons and not ctx.owed
+
+
+class _PaidThief(_Thief):
+    """A ``_Thief`` that also notes, at each payment, the sizes it was paid and the
+    sizes of the entries left on the leaf's deque."""
+
+    def __init__(self):
+        super().__init__()
+        self.payments = []
+
+    def offer(self, tasks):
+        from dac import task_call
+        super().offer(tasks)
+        self.payments.append(([task_call.read(p).args[0] for _, p in tasks],
+                              [e._call[1][0] for e in self.ctx.deque]))
+
+
+def test_a_split_owed_is_paid_with_the_shallowest_spawns_made_since():
+    """What a leaf pays a thief it owed is the oldest half of the entries at the
+    shallowest level made since it was asked, not half of them all: those are mostly
+    deep calls of the running path (a split of UTS T3 handed a thief 456 and 857
+    tasks, most of one node). Of ``binary``'s two calls a level, one."""
+    from dac.stealable import StealableContext
+    worker = _PaidThief()
+    ctx = worker.ctx = _warm(StealableContext(worker))
+    assert ctx.run_task(spawn_function(nest.binary), (20,), {}, 0, False) == 2 ** 20
+    assert worker.payments
+    for paid, left in worker.payments:
+        assert len(paid) == 1, worker.payments
+        assert paid[0] >= max(left, default=0), worker.payments
 
 
 def test_a_thief_takes_the_oldest_half_of_the_entries():
