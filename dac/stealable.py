@@ -443,8 +443,9 @@ class StealableContext:
         saved_level, saved_origin, saved_serial = self.level, self.origin, self.serial
         saved_horizon, saved_top = self.horizon, self.top_horizon
         outer = saved_state is not self     # not a task run while another one waits
-        if outer and self.eager and ticker.start(
-                self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S):
+        if outer and self.eager and ticker.start(    # (armed by _place_horizon below)
+                self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
+                paused=True):
             self.below = self._serial_below
         context.set_current(self)
         self.base = base = self.seq

@@ -373,3 +373,9 @@ def slow_chain(levels: int, fd: int, seen: list) -> int:
         return sync(timers(fd, seen))
     time.sleep(0.003)
     return sync(slow_chain(levels - 1, fd, seen))
+
+
+@spawn
+def one_more(x: int) -> int:
+    """A task that spawns nothing (as a thief's task of one UTS node)."""
+    return x + 1
