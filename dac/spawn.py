@@ -60,6 +60,8 @@ class SpawnFunction:
     # set by functools.update_wrapper from the decorated function
     __name__: str
     __qualname__: str
+    # this process's last top call in the serial elision was short (``context.run_top``)
+    _short_top: bool
 
     def __init__(self, fn: Decorated,
                  depth: int | None = None, cutoff: Callable[..., Any] | None = None,
@@ -195,7 +197,7 @@ class SpawnFunction:
         """A call outside the fast paths: outside ``run`` (the serial elision's top),
         or in a context that takes every call (an ``Expansion`` on the root)."""
         if ctx is None:
-            return context.run_serially(self, args, kwargs)
+            return context.run_top(self, args, kwargs)
         return ctx.call(self, args, kwargs)
 
     def __get__(self, obj: object,
@@ -225,7 +227,7 @@ def _blank() -> SpawnFunction:
 
 
 # what a SpawnFunction holds that this process made for it, and that does not travel
-_MADE = frozenset(("function", "_trim"))
+_MADE = frozenset(("function", "_trim", "_short_top"))
 
 
 def spawn_function(obj: object) -> SpawnFunction | None:

@@ -826,6 +826,20 @@ def chunk_faults_in_a_task(depths, n):
     return chunk_faults(depths, n)
 
 
+@spawn
+def fresh_stack_now(nap):
+    """Whether this call runs on a fresh stretch of the frame stack (``on_fresh_stack``
+    is among its callers), after a nap of ``nap`` seconds."""
+    from stealing.host.stack import on_fresh_stack
+    time.sleep(nap)
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is on_fresh_stack.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 # --- a thief's task at its grain gets the defaults its call travelled without ---------
 def times_k(n, k):
     """A kernel that takes every parameter (no defaults, as a numba kernel may)."""

@@ -1,4 +1,5 @@
-"""The interpreter's frame stack: a leaf serves on a fresh stretch of it.
+"""The interpreter's frame stack: a leaf serves on a fresh stretch of it (and the serial
+elision runs its long top calls on one: ``dac.context.run_top``).
 
 CPython keeps Python frames in chunks (16 KiB) and frees a chunk (``munmap``) as soon as
 the frame at its start returns (CPython issue gh-142183; later 3.13 and 3.14 releases
@@ -11,7 +12,12 @@ share of the leaf's CPU was as large as the user's (fib 30 on 2 leaves: 3.4-4.0 
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
+
+# Python frames live in chunks of a stack (3.11 on); before, each frame is an object
+# of its own, and ``on_fresh_stack``'s frame would allocate (and clear) its 1 MiB
+CHUNKED_STACK = sys.version_info >= (3, 11)
 
 
 def on_fresh_stack(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
