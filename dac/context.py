@@ -128,7 +128,7 @@ def run_top(sf: SpawnFunction, args: tuple, kwargs: dict) -> Any:
     on a fresh stretch of the interpreter's frame stack (``stealing.host.stack``, as a
     leaf serves), so that a deep recursion does not map and unmap a frame chunk each
     time it crosses a chunk's end: UTS T3's elision (depth 1572) made 316,000 such
-    pairs and took 10.2-10.9 s, 7.5 s on a fresh stack (2 runs each). The chunk costs
+    pairs and took 10.2-10.9 s, 7.5-8.1 s on a fresh stack (2 runs each). The chunk costs
     about 14 us a call, which a call of microseconds should not pay: a function whose
     last top call took under ``FRESH_STACK_S`` runs its next one where it is."""
     began = time.perf_counter()

@@ -591,6 +591,8 @@ class StealableContext:
         of the one running path (a split of UTS T3 handed a thief 456 and 857 tasks,
         most of one node, each pickled for it and its result sent back)."""
         d = self.deque
+        if not d:
+            return []
         top = min([e.level for e in d])
         level = [e for e in d if e.level == top]
         out, taken = [], set()
