@@ -570,19 +570,9 @@ class StealableContext:
                 ticker.resume(POLL_S)
 
     def _take(self, want: int) -> list:
+        """The oldest half of the deque (see ``split``), whatever ``want`` says."""
         d = self.deque
-        n = (len(d) + 1) // 2       # steal half (see split), whatever ``want`` says
-        out, keep = [], []
-        while n > 0 and d:
-            entry = d.popleft()
-            n -= 1
-            task = self._as_task(entry)
-            if task is None:                # arguments that cannot travel stay here
-                keep.append(entry)
-                continue
-            out.append(task)
-        d.extendleft(reversed(keep))
-        return out
+        return self._give([d[i] for i in range((len(d) + 1) // 2)])
 
     def _take_shallowest(self) -> list:
         """A split owed, paid from the spawns made since it was asked: the oldest
@@ -595,16 +585,21 @@ class StealableContext:
             return []
         top = min([e.level for e in d])
         level = [e for e in d if e.level == top]
+        return self._give(level[:(len(level) + 1) // 2])
+
+    def _give(self, chosen: list[Entry]) -> list:
+        """``chosen`` entries of the deque as tasks for a thief, taken off it; one
+        whose arguments cannot travel stays where it was."""
         out, taken = [], set()
-        for entry in level[:(len(level) + 1) // 2]:
+        for entry in chosen:
             task = self._as_task(entry)
-            if task is not None:            # arguments that cannot travel stay here
+            if task is not None:
                 out.append(task)
                 taken.add(entry.seq)
         if taken:
-            kept = [e for e in d if e.seq not in taken]
-            d.clear()
-            d.extend(kept)
+            kept = [e for e in self.deque if e.seq not in taken]
+            self.deque.clear()
+            self.deque.extend(kept)
         return out
 
     def _as_task(self, entry: Entry) -> Task | None:

@@ -8,15 +8,22 @@ import time
 from typing import Iterable
 
 
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie has ended)."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (the state first),
+    or None when there is no such process."""
     if pid <= 0:
-        return False
+        return None
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie has ended)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
 
 
 PF_EXITING = 0x4       # a task's flag (``/proc/PID/stat``, field 9) from the start of its exit
@@ -27,24 +34,16 @@ def ending(pid: int) -> bool:
     files before it is seen to end (its pidfd readable, a zombie), and what those
     closes set off (MPI's proxy ending the processes below it) can end before it:
     but its exit flag is set before any of its files closes."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return True
-    return fields[0] in ("Z", "X") or bool(int(fields[6]) & PF_EXITING)
+    fields = _stat(pid)
+    return fields is None or fields[0] in ("Z", "X") or bool(int(fields[6]) & PF_EXITING)
 
 
 def start_time(pid: int) -> int | None:
     """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``), or None
     when it is not running: with the pid, it names one process for good (a pid is
     reused, a pid and its start time are not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] in ("Z", "X"):
+    fields = _stat(pid)
+    if fields is None or fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
 
