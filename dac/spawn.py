@@ -15,7 +15,7 @@ from .context import current as _current  # per thread: the hot path reads it
 from .errors import SerializationError, exception_text
 from .future import done
 from .serialize import dumps
-from .spawn_call import function_of, name_as_body, readable, trimmer, write_call
+from .spawn_call import function_of, name_as_body, readable, ready, trimmer, write_call
 from .stealable import StealableContext
 
 if TYPE_CHECKING:
@@ -122,6 +122,11 @@ class SpawnFunction:
         function = self.__dict__["function"]
         write_call(function, self)
         return function(*args, **kwargs)
+
+    def ready(self) -> None:
+        """Its function and fast clone written now (``dac.spawn_call.ready``)."""
+        if not self._generic:
+            ready(self)
 
     def trim(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """A call's arguments as they travel in a task: without the values that are

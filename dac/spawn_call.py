@@ -28,6 +28,7 @@ import sys
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
+from . import clone
 from .context import SerialContext
 from .context import current as _current
 from .context import set_current as _set_current
@@ -45,7 +46,7 @@ def _dac_spawn({params}):
     _dac_ctx = _dac_current()
     if _dac_ctx.__class__ is _dac_Serial:{wake}
         _dac_f = _dac_Done()
-        _dac_f._value = _dac_fn({forward})
+        _dac_f._value = _dac_run({forward})
         return _dac_f
     if _dac_ctx.__class__ is _dac_Stealable:
         _dac_ctx.countdown -= 1
@@ -64,14 +65,19 @@ def _dac_spawn({params}):
                 _dac_b = _dac_ctx.below     # (itself where no ticker runs: no switch,
                 if _dac_b is not _dac_ctx:  # two stores of the context cost 80 ns)
                     _dac_set(_dac_b)
+                    try:
+                        _dac_f = _dac_Done()
+                        _dac_f._value = _dac_run({forward})
+                        return _dac_f
+                    finally:
+                        _dac_ctx.level -= 1
+                        _dac_set(_dac_ctx)
                 try:
                     _dac_f = _dac_Done()
                     _dac_f._value = _dac_fn({forward})
                     return _dac_f
                 finally:
                     _dac_ctx.level -= 1
-                    if _dac_b is not _dac_ctx:
-                        _dac_set(_dac_ctx)
         return _dac_ctx.call(_dac_sf, {given})
     return _dac_sf._dispatch(_dac_ctx, {given})
 """
@@ -128,6 +134,7 @@ def write_call(function: FunctionType, sf: SpawnFunction) -> None:
     sig = inspect.signature(fn, follow_wrapped=False)
     space: dict[str, Any] = function.__globals__    # (function_of's: its names)
     space["_dac_fn"] = fn
+    space["_dac_run"] = _first_run(sf, space)
     parts = _parts(sig, space)
     wake = _WAKE.format(given=parts.given) if sf.grain_fixed else ""
     made: dict[str, Any] = {}
@@ -145,6 +152,34 @@ def write_call(function: FunctionType, sf: SpawnFunction) -> None:
     function.__defaults__ = written.__defaults__
     function.__kwdefaults__ = written.__kwdefaults__
     name_as_body(function, sf)
+
+
+def _first_run(sf: SpawnFunction, space: dict[str, Any]) -> Callable[..., Any]:
+    """What a call that runs at once runs (``_dac_run``): the body's fast clone
+    (``dac.clone``), written at the first such call (by then the module has bound the
+    function's name, which the clone's spawns are found by) or by ``ready``, or the
+    body."""
+    def build() -> Callable[..., Any]:
+        run = space["_dac_run"] = clone.of(sf) or sf.fn
+        return run
+
+    def first(*args: Any, **kwargs: Any) -> Any:
+        return build()(*args, **kwargs)
+    first.build = build         # type: ignore[attr-defined]
+    return first
+
+
+def ready(sf: SpawnFunction) -> None:
+    """``sf``'s function written and its fast clone too, where not yet: a leaf does
+    it before a task's clock starts (writing a clone takes milliseconds, which the
+    task's first poll would take for slow spawns)."""
+    function = function_of(sf)
+    space = function.__globals__
+    if "_dac_run" not in space:
+        write_call(function, sf)
+    build = getattr(space["_dac_run"], "build", None)
+    if build is not None:
+        build()
 
 
 def name_as_body(function: FunctionType, sf: SpawnFunction) -> None:

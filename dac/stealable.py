@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from time import perf_counter as _clock  # read before every entry's run
 from typing import TYPE_CHECKING, Any
 
-from . import context, task_call, ticker
+from . import clone, context, task_call, ticker
 from .errors import Lazy, SerializationError, SyncError, safe_repr
 from .future import _PENDING, Done, Future, done
 from .serialize import dumps_function, loads
@@ -428,7 +428,34 @@ class StealableContext:
         self.countdown = 0
         self.woke = True
         self.ticked = _clock()
+        clone.route()               # a fast clone's next spawn comes here (run_here)
         return self
+
+    def run_here(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Any:
+        """A spawn made by a fast clone's frame after a wake (``dac.clone``): the body,
+        run here as a scope (as ``_run_next`` runs an entry), whose own spawns are
+        entries where thieves need them; the spawn counts towards the next poll.
+        Then, unless every spawn is to be an entry (``EVERY``: a thief is owed work,
+        or spawns come slowly), the clone's frames go on as plain calls in the
+        context below the horizon, which the next tick wakes again."""
+        self.countdown -= 1
+        if self.countdown <= 0:
+            self._poll()
+        saved = self.base
+        self.base = base = self.seq
+        self.level += 1
+        try:
+            value = sf.fn(*args, **kwargs)
+            d = self.deque
+            if (d and d[-1].seq >= base) or self.stolen_top >= base:
+                self._drain(base)
+            return value
+        finally:
+            self.base = saved
+            self.level -= 1
+            if self.below is not self and self.horizon != EVERY:
+                clone.direct()
+                context.set_current(self.below)
 
     # a task --------------------------------------------------------------------
     def run_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,
@@ -443,6 +470,7 @@ class StealableContext:
         saved_level, saved_origin, saved_serial = self.level, self.origin, self.serial
         saved_horizon, saved_top = self.horizon, self.top_horizon
         outer = saved_state is not self     # not a task run while another one waits
+        sf.ready()                          # (its clone written before the clock runs)
         if outer and self.eager and ticker.start(    # (armed by _place_horizon below)
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
                 paused=True):

@@ -171,10 +171,8 @@ def uts(tree: Tree, state: bytes, depth: int) -> tuple[int, int]:
     if n == 0:
         return 1, depth              # a leaf (most nodes): nothing to spawn or wait for
     children = [uts(tree, rng_spawn(state, i), depth + 1) for i in range(n)]
-    dac.sync()
     nodes, deepest = 1, depth
-    for f in children:
-        n, d = f.result()
+    for n, d in dac.sync(children):
         nodes += n
         deepest = max(deepest, d)
     return nodes, deepest

@@ -2,7 +2,7 @@
 
     dac run --fault-tolerant lose_run.py PROGRAM PROCS LEAF_MODE KILL [MARK]
 
-PROGRAM: ``queens`` (N-Queens 13, Python leaves), ``fib`` (fib 33, a spawn per call),
+PROGRAM: ``queens`` (N-Queens 13, Python leaves), ``fib`` (fib 37, a spawn per call),
 ``nested`` (a binary tree of 10 levels of 5 ms naps, every spawn stealable), ``once``
 (16 tasks of 40 ms; the first attempt of task 5 kills its own process with SIGKILL,
 writing its pid to MARK first). KILL: ``none``, or the role of a process the script
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
 from nested_programs import sleep_tree  # noqa: E402
-from programs import fib, plain_fib, queens  # noqa: E402
+from programs import fib, queens  # noqa: E402
 
 import dac  # noqa: E402
 
@@ -45,7 +45,7 @@ def once_all(n, mark):
 
 PROGRAMS = {
     "queens": (queens, (13, 0, 0, 0), 73712),
-    "fib": (fib, (33,), plain_fib(33)),
+    "fib": (fib, (37,), 24157817),     # (long enough to be killed mid-task: 1-2 s)
     "nested": (sleep_tree, (10, 5.0), 2 ** 10),
 }
 

@@ -1,0 +1,394 @@
+"""The fast clone of a ``@spawn`` function: its body with spawns as plain calls.
+
+Cilk-5 compiles every spawning function twice: a *fast clone* for the common case,
+where nobody steals and a spawn is a plain call, and a slow clone for the rare one.
+dac does the same where a call runs at once (the serial elision, and a leaf's task
+below its horizon): ``@spawn``'s function runs the fast clone, written here from the
+body's source, in which a spawn of the function itself is a plain call that returns
+its value and ``sync`` is gone (``sync(a, b)`` is ``(a, b)``, ``sync(kids)`` is
+``[*kids]``, ``sync()`` is ``None``). Under it a recursion costs what plain Python
+costs: no context read, no future, no ``sync`` call per node (the spawn's fast path
+cost 244-745 ns over a plain call, and the elision of fib 7x plain Python).
+
+A clone's frames must still let a leaf's thieves in. Its spawns call the function in
+a global of the body's module (``_dac_clone_<name>_<n>``, the *slot*), not the clone
+by name: the slot holds the clone itself (``direct``) until the leaf's ticker or its
+parent's ring wakes the task (``dac.stealable``, ``StealableContext.woken``), which
+puts ``routed`` calls in every slot (``route``). The next spawn a clone's frame makes
+then runs the body as a scope of the leaf's context (``StealableContext.run_here``):
+it polls, and its spawns are deque entries where thieves need them; and unless every
+spawn must be an entry (a thief is owed work), it puts the clones back in the slots,
+so the frames go on as plain calls until the next wake.
+
+A clone is written only where it is the same program: a function of a module (no
+closure) whose source is at hand and compiles to the body's own code (not edited
+since), whose spawns call itself by its global name, and whose futures only go to
+``sync``, straight or through one local name (``a = f(x)`` ... ``sync(a, b)``; ``kids``
+a list of them, filled by ``append``). Anything else (another ``@spawn`` function
+called, ``.result()``, a future passed on or returned, ``sync(*fs)``, nested functions)
+keeps the body as it is (``of`` returns None) and costs what it cost before.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import linecache
+import textwrap
+from types import CodeType, FunctionType
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import context
+
+if TYPE_CHECKING:
+    from .spawn import SpawnFunction
+
+# (module globals, slot name, the clone, its routed call) of every clone written here
+_SLOTS: list[tuple[dict[str, Any], str, FunctionType, Callable[..., Any]]] = []
+_NUMBERS = itertools.count()
+_FUTURE_METHODS = {"result", "done", "_value", "_call"}
+
+
+class Unfit(Exception):
+    """Why a body gets no clone (``of`` returns None; ``why`` tells tests)."""
+
+
+def direct() -> None:
+    """Every clone's spawns plain calls again (after a routed call polled)."""
+    for space, slot, clone, _routed in _SLOTS:
+        space[slot] = clone
+
+
+def route() -> None:
+    """Every clone's next spawn a routed call (a leaf's task was woken)."""
+    for space, slot, _clone, routed in _SLOTS:
+        space[slot] = routed
+
+
+def of(sf: SpawnFunction) -> FunctionType | None:
+    """The fast clone of ``sf``'s body, or None where it has none (see ``why``)."""
+    try:
+        return _write(sf)
+    except Unfit:
+        return None
+
+
+def why(sf: SpawnFunction) -> str:
+    """Why ``sf`` gets no clone ("" where it gets one; for tests and diagnostics)."""
+    try:
+        _write(sf, register=False)
+    except Unfit as e:
+        return str(e)
+    return ""
+
+
+def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
+    fn = sf.fn
+    if sf.grain_fixed:
+        raise Unfit("its grain is set (cutoff= or leaf=)")
+    if not inspect.isfunction(fn) or fn.__code__.co_freevars or "." in fn.__qualname__:
+        raise Unfit("not a function of a module")
+    tree = _source_of(fn)
+    slot = f"_dac_clone_{fn.__name__}_{next(_NUMBERS)}"
+    body = _Rewrite(fn, sf, slot).rewritten(tree)
+    clone = _compiled(body, fn)
+    if register:
+        space = fn.__globals__
+        space[slot] = clone
+
+        def routed(*args: Any, **kwargs: Any) -> Any:
+            run_here = getattr(context.current(), "run_here", None)
+            if run_here is None:            # (no leaf's context woke: nothing to poll)
+                direct()
+                return clone(*args, **kwargs)
+            return run_here(sf, args, kwargs)
+        _SLOTS.append((space, slot, clone, routed))
+    return clone
+
+
+def _source_of(fn: FunctionType) -> ast.FunctionDef:
+    """``fn``'s definition, parsed from its source and checked against its code."""
+    try:
+        text = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(text)
+    except (OSError, TypeError, SyntaxError, IndentationError) as e:
+        raise Unfit(f"no source ({type(e).__name__})") from e
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__:
+        raise Unfit("its source is not one def")
+    node.decorator_list = []
+    ast.increment_lineno(tree, fn.__code__.co_firstlineno - 1)
+    _strip(node)
+    if not _same(_compiled(node, fn).__code__, fn.__code__):
+        raise Unfit("its source does not compile to its code (edited since?)")
+    return node
+
+
+def _strip(node: ast.FunctionDef) -> None:
+    """No decorators, defaults or annotations: the clone takes the body's own values
+    (so nothing is evaluated twice)."""
+    a = node.args
+    a.defaults, a.kw_defaults = [], [None] * len(a.kwonlyargs)
+    node.returns = None
+    for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+        if arg is not None:
+            arg.annotation = None
+
+
+def _compiled(node: ast.FunctionDef, fn: FunctionType) -> FunctionType:
+    """``node`` compiled as the body's module compiled it: the names the module
+    imports are declared so (never run): CPython 3.11 reads ``time.sleep()`` as an
+    attribute and a call, not a method call, where ``time`` is an imported name."""
+    module = ast.fix_missing_locations(ast.Module(body=[*_imports(fn), node],
+                                                  type_ignores=[]))
+    code = compile(module, fn.__code__.co_filename, "exec", dont_inherit=True)
+    made: dict[str, Any] = {}
+    exec(code, fn.__globals__, made)
+    clone = made[node.name]
+    clone.__defaults__, clone.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    return clone
+
+
+def _imports(fn: FunctionType) -> list[ast.stmt]:
+    """``if False: import ... as name`` for each name the module of ``fn`` binds by
+    an import outside its functions and classes (none where its source is missing)."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(fn.__code__.co_filename)))
+    except (SyntaxError, ValueError):
+        return []
+    names: set[str] = set()
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in n.names
+                         if a.name != "*")
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                ast.Lambda, ast.expr)):
+            todo.extend(ast.iter_child_nodes(n))
+    if not names:
+        return []
+    imports: list[ast.stmt] = [ast.Import([ast.alias("sys", n)]) for n in sorted(names)]
+    return [ast.If(ast.Constant(False), imports, [])]
+
+
+def _same(a: CodeType, b: CodeType) -> bool:
+    if (a.co_code, a.co_names, a.co_varnames) != (b.co_code, b.co_names, b.co_varnames):
+        return False
+    if len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):
+        if isinstance(x, CodeType) and isinstance(y, CodeType):
+            if not _same(x, y):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Await,
+           ast.Yield, ast.YieldFrom)
+_MANY = (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
+
+
+class _Rewrite:
+    """The clone's body: spawns of the function itself call ``slot``, ``sync`` calls
+    become their values; ``Unfit`` where a future could be seen as anything but an
+    argument of ``sync`` (the clone's spawns return values, not futures)."""
+
+    def __init__(self, fn: FunctionType, sf: SpawnFunction, slot: str) -> None:
+        self.fn, self.sf, self.slot = fn, sf, slot
+        self.local = set(fn.__code__.co_varnames) | set(fn.__code__.co_cellvars)
+        self.parent: dict[ast.AST, ast.AST] = {}
+        self.one: set[str] = set()      # local names that hold one future
+        self.many: set[str] = set()     # ... a list of them
+
+    def rewritten(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        for outer in ast.walk(node):
+            for inner in ast.iter_child_nodes(outer):
+                self.parent[inner] = outer
+        body = [n for stmt in node.body for n in ast.walk(stmt)]
+        for n in body:
+            self._check(n)
+        for n in body:
+            if isinstance(n, ast.Call) and self._spawns(n):
+                self._place(n)
+        for n in body:
+            if isinstance(n, ast.Name):
+                self._check_name(n)
+        for n in body:
+            if isinstance(n, ast.Call) and self._is_sync(n.func):
+                self._check_sync(n)
+        return _Replace(self).visit(node)
+
+    # what a name or a call is --------------------------------------------------
+    def _global(self, name: str) -> Any:
+        return None if name in self.local else self.fn.__globals__.get(name)
+
+    def _spawns(self, n: ast.AST) -> bool:
+        """A call of the function itself, by its global name."""
+        if not isinstance(n, ast.Call) or not isinstance(n.func, ast.Name):
+            return False
+        return self._is_self(self._global(n.func.id))
+
+    def _is_self(self, value: Any) -> bool:
+        """``value`` is this function's ``@spawn`` function (on a leaf, maybe that of
+        another unpickled ``SpawnFunction`` of the same body)."""
+        sf = _spawn_of(value)
+        return sf is not None and (sf is self.sf or getattr(sf, "fn", None) is self.fn)
+
+    def _is_sync(self, func: ast.AST) -> bool:
+        if isinstance(func, ast.Name):
+            return self._global(func.id) is context.sync
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            return func.attr == "sync" and \
+                getattr(self._global(func.value.id), "sync", None) is context.sync
+        return False
+
+    def _check(self, n: ast.AST) -> None:
+        if isinstance(n, _NESTED):
+            raise Unfit(f"it holds a {type(n).__name__}")
+        if isinstance(n, ast.Attribute) and n.attr in _FUTURE_METHODS:
+            raise Unfit(f"it reads .{n.attr} (of a future?)")
+        if isinstance(n, ast.Name) and n.id not in self.local:
+            value = self._global(n.id)
+            up = self.parent.get(n)
+            at_call = isinstance(up, ast.Call) and up.func is n
+            if isinstance(n.ctx, ast.Store) and (value is context.sync or _spawn_of(value)):
+                raise Unfit(f"it assigns the global {n.id}")
+            if _spawn_of(value) is not None and not (at_call and self._is_self(value)):
+                raise Unfit(f"it uses the @spawn function {n.id} other than by calling "
+                            f"itself")
+            if value is context.sync and not at_call:
+                raise Unfit("it passes sync on")
+            if isinstance(value, type) and value.__module__ == "dac.future":
+                raise Unfit(f"it names {n.id}")
+        if isinstance(n, ast.Call) and self._is_sync(n.func) and (
+                n.keywords or any(isinstance(a, ast.Starred) for a in n.args)):
+            raise Unfit("it calls sync with * or keywords")
+
+    # where futures go ----------------------------------------------------------
+    def _place(self, call: ast.Call) -> None:
+        """A spawn's future goes to ``sync``, to nothing, or to one local name (which
+        holds it, or a list of such)."""
+        up = self.parent[call]
+        if isinstance(up, ast.Expr) or self._sync_arg(call):
+            return
+        if isinstance(up, ast.Assign) and up.value is call and _one_name(up):
+            self.one.add(up.targets[0].id)  # type: ignore[attr-defined]
+            return
+        if isinstance(up, ast.Call) and up.args == [call] and not up.keywords \
+                and isinstance(up.func, ast.Attribute) and up.func.attr == "append" \
+                and isinstance(up.func.value, ast.Name):
+            self.many.add(up.func.value.id)
+            return
+        if isinstance(up, (ast.List, ast.Tuple)) or \
+                isinstance(up, (ast.ListComp, ast.GeneratorExp)) and up.elt is call:
+            group = self.parent[up]
+            if self._sync_arg(up):
+                return
+            if isinstance(group, ast.Assign) and group.value is up and _one_name(group):
+                self.many.add(group.targets[0].id)  # type: ignore[attr-defined]
+                return
+        raise Unfit("a future goes elsewhere than to sync or one local name")
+
+    def _sync_arg(self, n: ast.AST) -> bool:
+        up = self.parent.get(n)
+        return isinstance(up, ast.Call) and self._is_sync(up.func) and n in up.args
+
+    def _check_name(self, n: ast.Name) -> None:
+        name = n.id
+        if name not in self.one and name not in self.many:
+            return
+        if name in self.one and name in self.many:
+            raise Unfit(f"{name} holds a future and a list of them")
+        up = self.parent[n]
+        if isinstance(n.ctx, ast.Store):
+            if isinstance(up, ast.Assign) and _one_name(up) and self._holds(name, up.value):
+                return
+            raise Unfit(f"{name} is given something other than futures")
+        if isinstance(n.ctx, ast.Load):
+            if self._sync_arg(n):
+                return
+            if name in self.one and isinstance(up, (ast.List, ast.Tuple)) and \
+                    self._sync_arg(up):
+                return
+            if name in self.many and isinstance(up, ast.Attribute) and \
+                    up.attr == "append" and self.parent[up].func is up:  # type: ignore
+                return
+        raise Unfit(f"{name} (a future, or a list of them) is used other than by sync")
+
+    def _holds(self, name: str, value: ast.AST) -> bool:
+        if name in self.one:
+            return self._spawns(value)
+        if isinstance(value, (ast.List, ast.Tuple)):
+            return all(self._spawns(e) for e in value.elts)
+        return isinstance(value, (ast.ListComp, ast.GeneratorExp)) and \
+            self._spawns(value.elt)
+
+    def _check_sync(self, call: ast.Call) -> None:
+        kinds = [self.kind(a) for a in call.args]
+        if len(kinds) == 1 and kinds[0] in ("one", "many") or \
+                all(k == "one" for k in kinds):
+            return
+        raise Unfit("sync is given something other than futures")
+
+    def kind(self, n: ast.AST) -> str:
+        """``one`` future, ``many`` (an iterable of them) or ``other``."""
+        if self._spawns(n) or isinstance(n, ast.Name) and n.id in self.one:
+            return "one"
+        if isinstance(n, ast.Name) and n.id in self.many:
+            return "many"
+        if isinstance(n, (ast.List, ast.Tuple)) and all(
+                self.kind(e) == "one" for e in n.elts):
+            return "many"
+        if isinstance(n, (ast.ListComp, ast.GeneratorExp)) and self._spawns(n.elt):
+            return "many"
+        return "other"
+
+
+def _one_name(assign: ast.Assign) -> bool:
+    return len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)
+
+
+def _spawn_of(value: Any) -> Any:
+    return getattr(value, "__dac_spawn__", None) if callable(value) else None
+
+
+class _Replace(ast.NodeTransformer):
+    """The rewrite itself, from what ``_Rewrite`` found (kinds read before any
+    node changes)."""
+
+    def __init__(self, found: _Rewrite) -> None:
+        self.found = found
+        self.spawns: set[int] = set()
+        self.syncs: dict[int, list[str]] = {}
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        f = self.found
+        for n in ast.walk(node):
+            if f._spawns(n):
+                self.spawns.add(id(n))
+            elif isinstance(n, ast.Call) and f._is_sync(n.func):
+                self.syncs[id(n)] = [f.kind(a) for a in n.args]
+        node.body = [self.visit(s) for s in node.body]
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if id(node) in self.spawns:
+            node.func = ast.copy_location(ast.Name(self.found.slot, ast.Load()), node.func)
+            return node
+        kinds = self.syncs.get(id(node))
+        if kinds is None:
+            return node
+        if not kinds:
+            value: ast.expr = ast.Constant(None)
+        elif kinds == ["many"]:
+            value = ast.List([ast.Starred(node.args[0], ast.Load())], ast.Load())
+        elif len(kinds) == 1:
+            value = node.args[0]
+        else:
+            value = ast.Tuple(node.args, ast.Load())
+        return ast.copy_location(value, node)

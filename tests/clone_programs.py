@@ -1,0 +1,117 @@
+"""Programs for the fast clone's tests (``dac.clone``): bodies that get a clone, and
+bodies refused one, each for one reason."""
+
+from __future__ import annotations
+
+import sys
+
+import dac
+from dac import spawn, sync
+
+
+def clone_frame() -> bool:
+    """True where the caller runs its function's fast clone (a code object other
+    than the body's own)."""
+    frame = sys._getframe(1)
+    body = frame.f_globals[frame.f_code.co_name].__wrapped__
+    return frame.f_code is not body.__code__
+
+
+@spawn
+def fib(n: int) -> int:
+    if n < 2:
+        return n
+    a = fib(n - 1)
+    b = fib(n - 2)
+    x, y = sync(a, b)
+    return x + y
+
+
+@spawn
+def below(n: int) -> tuple[int, int]:
+    """A binary tree ``n`` deep: (its leaves, those that ran as the clone)."""
+    if n == 0:
+        return 1, int(clone_frame())
+    x, y = sync(below(n - 1), below(n - 1))
+    return x[0] + y[0], x[1] + y[1]
+
+
+@spawn
+def kids(n: int) -> int:
+    """The nodes of a tree whose node ``n`` has ``n`` children ``0 .. n-1``: 2**n."""
+    return 1 + sum(sync([kids(i) for i in range(n)]))
+
+
+@spawn
+def appended(n: int, seen: list) -> int:
+    """``kids`` again, its futures appended to a list one by one, ``dac.sync`` named
+    through the module, and a ``sync()`` that waits for nothing left."""
+    if n == 0:
+        seen.append(clone_frame())
+        return 1
+    group = []
+    for i in range(n):
+        group.append(appended(i, seen))
+    appended(0, seen)
+    dac.sync()
+    return 1 + sum(dac.sync(group))
+
+
+@spawn
+def frames(n: int, seen: list) -> int:
+    """A chain ``n`` deep whose bottom notes how many frames of ``frames`` are above it."""
+    if n == 0:
+        frame, count = sys._getframe(), 0
+        while frame is not None:
+            count += frame.f_code.co_name == "frames"
+            frame = frame.f_back
+        seen.append(count)
+        return 0
+    return sync(frames(n - 1, seen)) + 1
+
+
+# --- refused, each for the reason in its name ------------------------------------
+@spawn
+def reads_result(n: int) -> int:
+    return 0 if n == 0 else reads_result(n - 1).result() + 1
+
+
+@spawn
+def calls_another(n: int) -> int:
+    return 0 if n == 0 else sync(fib(n)) + sync(calls_another(n - 1))
+
+
+@spawn
+def returns_a_future(n: int) -> object:
+    return 0 if n == 0 else returns_a_future(n - 1)
+
+
+@spawn
+def prints_a_future(n: int) -> int:
+    if n == 0:
+        return 0
+    a = prints_a_future(n - 1)
+    print(a)
+    return sync(a)
+
+
+@spawn
+def syncs_starred(n: int) -> int:
+    return 0 if n == 0 else sync(*[syncs_starred(n - 1)]) + 1
+
+
+@spawn
+def holds_a_lambda(n: int) -> int:
+    return 0 if n == 0 else max(sync([holds_a_lambda(n - 1)]), key=lambda v: -v)
+
+
+@spawn(cutoff=lambda n: n < 3)
+def grain_set(n: int) -> int:
+    return 1 if n < 2 else sum(sync(grain_set(n - 1), grain_set(n - 2)))
+
+
+def closure() -> object:
+    @spawn
+    def inner(n: int) -> int:
+        return n
+    return inner

@@ -1,0 +1,114 @@
+"""The fast clone (``dac.clone``): a ``@spawn`` body whose spawns are plain calls,
+run where calls run at once (the serial elision, a leaf's task below its horizon);
+what it refuses; and that a leaf's thieves still get work from under it."""
+
+import importlib.util
+import linecache
+import sys
+
+import pytest
+
+import dac
+from dac import clone
+from dac.spawn import spawn_function
+
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+import clone_programs as cp  # noqa: E402
+
+
+@pytest.mark.parametrize("fn", [cp.fib, cp.below, cp.kids, cp.appended, cp.frames])
+def test_these_bodies_get_a_clone(fn):
+    assert clone.why(spawn_function(fn)) == ""
+
+
+def test_the_elision_runs_the_clone_with_the_serial_answers():
+    assert cp.fib(20) == 6765
+    assert cp.below(10) == (1024, 1024)          # every leaf of the tree in the clone
+    assert cp.kids(10) == 1024
+    seen = []
+    assert cp.appended(6, seen) == 64
+    assert seen and all(seen)
+
+
+def test_a_level_of_the_clone_is_one_frame():
+    """The clone calls itself: one frame a level (two, the written function's and the
+    body's, without it), under the top call (its written function and body) and its
+    first spawn's written function."""
+    seen = []
+    assert cp.frames(30, seen) == 30
+    assert seen == [30 + 3]
+
+
+@pytest.mark.parametrize("fn, why", [
+    (cp.reads_result, "it reads .result (of a future?)"),
+    (cp.calls_another, "it uses the @spawn function fib other than by calling itself"),
+    (cp.returns_a_future, "a future goes elsewhere than to sync or one local name"),
+    (cp.prints_a_future, "a (a future, or a list of them) is used other than by sync"),
+    (cp.syncs_starred, "it calls sync with * or keywords"),
+    (cp.holds_a_lambda, "it holds a Lambda"),
+    (cp.grain_set, "its grain is set (cutoff= or leaf=)"),
+    (cp.closure(), "not a function of a module"),
+])
+def test_a_body_that_could_see_a_future_keeps_its_spawns(fn, why):
+    """Where a clone could run differently from the body (a future read, passed on,
+    returned), the body runs as it is, with the same answers."""
+    assert clone.why(spawn_function(fn)) == why
+
+
+def test_the_answers_of_refused_bodies():
+    assert cp.reads_result(5) == 5
+    assert cp.calls_another(4) == 3 + 2 + 1 + 1
+    assert cp.syncs_starred(4) == 4
+    assert cp.grain_set(10) == 89
+    assert cp.prints_a_future(0) == 0
+
+
+def test_a_body_edited_since_it_was_imported_gets_no_clone(tmp_path):
+    """The clone is written from the source file: where it no longer compiles to the
+    body's code, no clone (it would run the new text)."""
+    path = tmp_path / "edited_since.py"
+    path.write_text("from dac import spawn, sync\n\n@spawn\ndef f(n):\n"
+                    "    return 0 if n == 0 else sync(f(n - 1)) + 1\n")
+    spec = importlib.util.spec_from_file_location("edited_since", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path.write_text("from dac import spawn, sync\n\n@spawn\ndef f(n):\n"
+                    "    return 0 if n == 0 else sync(f(n - 1)) + 2\n")
+    linecache.checkcache(str(path))
+    assert clone.why(spawn_function(module.f)) == \
+        "its source does not compile to its code (edited since?)"
+    assert module.f(3) == 3
+
+
+def test_leaves_run_the_clone_below_the_horizon_and_thieves_still_get_work():
+    """On 2 leaves the tree's bottom runs in clones on the leaves (the top levels of
+    each task are deque entries, and a wake routes one spawn through the leaf's
+    context), and the other leaf steals."""
+    report = dac.run_report(cp.below, 14, procs=2)
+    leaves, in_clones = report.result
+    assert leaves == 2 ** 14
+    assert in_clones >= leaves // 2
+    busy = [p for p in report.stats["processes"] if p["role"] == "leaf" and p["tasks"]]
+    assert len(busy) == 2
+
+
+def test_a_wake_routes_a_clones_next_spawn_through_the_leaf(monkeypatch):
+    """In a leaf with a thief (``test_nested._Thief``: it asks at every poll), a
+    task's bottom runs in the clone, whose frames poll only when the ticker wakes the
+    task: the next spawn then runs the body in the leaf's context
+    (``run_here``), which polls, pays the owed thief from entries, and puts the clone
+    back in its slot. Fails without the wake's routing: the thief is never owed."""
+    import nested_programs as nest
+    from test_nested import _Thief, _warm
+
+    from dac.stealable import StealableContext
+    routed = []
+    run_here = StealableContext.run_here
+    monkeypatch.setattr(StealableContext, "run_here",
+                        lambda self, *a: routed.append(a[1]) or run_here(self, *a))
+    worker = _Thief()
+    ctx = worker.ctx = _warm(StealableContext(worker))
+    assert clone.why(spawn_function(nest.binary)) == ""
+    assert ctx.run_task(spawn_function(nest.binary), (22,), {}, 0, False) == 2 ** 22
+    assert routed and worker.owed_at and worker.paid
+    assert all(space[slot] is fast for space, slot, fast, _ in clone._SLOTS)
