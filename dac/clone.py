@@ -20,6 +20,10 @@ it polls, and its spawns are deque entries where thieves need them; and unless e
 spawn must be an entry (a thief is owed work), it puts the clones back in the slots,
 so the frames go on as plain calls until the next wake.
 
+A function with ``cutoff=`` or ``leaf=`` runs its clone where its nested calls are
+plain calls anyway: at the grain (``dac.stealable.Grain``, without ``leaf=``) and in
+the elision; no wake routes that clone (nothing under the user's grain is stealable).
+
 A clone is written only where it is the same program: a function of a module (no
 closure) whose source is at hand and compiles to the body's own code (not edited
 since), whose spawns call itself by its global name, and whose futures only go to
@@ -36,16 +40,19 @@ import inspect
 import itertools
 import linecache
 import textwrap
+import weakref
 from types import CodeType, FunctionType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from . import context
 
 if TYPE_CHECKING:
     from .spawn import SpawnFunction
 
-# (module globals, slot name, the clone, its routed call) of every clone written here
-_SLOTS: list[tuple[dict[str, Any], str, FunctionType, Callable[..., Any]]] = []
+# (the clone, its slot's name) of every clone written here that is alive: a weak
+# reference, so that a warm leaf drops the clones of the scripts it served before
+# with their modules (each clone holds its routed call, ``_dac_routed``)
+_SLOTS: list[tuple[weakref.ref[FunctionType], str]] = []
 _NUMBERS = itertools.count()
 _FUTURE_METHODS = {"result", "done", "_value", "_call"}
 
@@ -56,14 +63,23 @@ class Unfit(Exception):
 
 def direct() -> None:
     """Every clone's spawns plain calls again (after a routed call polled)."""
-    for space, slot, clone, _routed in _SLOTS:
-        space[slot] = clone
+    for ref, slot in _SLOTS:
+        clone = ref()
+        if clone is not None:
+            clone.__globals__[slot] = clone
 
 
 def route() -> None:
     """Every clone's next spawn a routed call (a leaf's task was woken)."""
-    for space, slot, _clone, routed in _SLOTS:
-        space[slot] = routed
+    dead = False
+    for ref, slot in _SLOTS:
+        clone = ref()
+        if clone is None:
+            dead = True
+        else:
+            clone.__globals__[slot] = clone._dac_routed   # type: ignore[attr-defined]
+    if dead:
+        _SLOTS[:] = [(ref, slot) for ref, slot in _SLOTS if ref() is not None]
 
 
 def of(sf: SpawnFunction) -> FunctionType | None:
@@ -85,8 +101,6 @@ def why(sf: SpawnFunction) -> str:
 
 def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
     fn = sf.fn
-    if sf.grain_fixed:
-        raise Unfit("its grain is set (cutoff= or leaf=)")
     if not inspect.isfunction(fn) or fn.__code__.co_freevars or "." in fn.__qualname__:
         raise Unfit("not a function of a module")
     tree = _source_of(fn)
@@ -94,17 +108,24 @@ def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
     body = _Rewrite(fn, sf, slot).rewritten(tree)
     clone = _compiled(body, fn)
     if register:
-        space = fn.__globals__
-        space[slot] = clone
-
-        def routed(*args: Any, **kwargs: Any) -> Any:
-            run_here = getattr(context.current(), "run_here", None)
-            if run_here is None:            # (no leaf's context woke: nothing to poll)
-                direct()
-                return clone(*args, **kwargs)
-            return run_here(sf, args, kwargs)
-        _SLOTS.append((space, slot, clone, routed))
+        fn.__globals__[slot] = clone
+        if not sf.grain_fixed:
+            _routable(clone, sf, slot)
     return clone
+
+
+def _routable(clone: FunctionType, sf: SpawnFunction, slot: str) -> None:
+    """``clone`` among those a wake routes (``route``). Not the clone of a function
+    with ``cutoff=`` or ``leaf=``: it runs only at or below the grain the user set,
+    where nothing is stealable."""
+    def routed(*args: Any, **kwargs: Any) -> Any:
+        run_here = getattr(context.current(), "run_here", None)
+        if run_here is None:            # (no leaf's context woke: nothing to poll)
+            direct()
+            return clone(*args, **kwargs)
+        return run_here(sf, args, kwargs)
+    clone._dac_routed = routed      # type: ignore[attr-defined]
+    _SLOTS.append((weakref.ref(clone), slot))
 
 
 def _source_of(fn: FunctionType) -> ast.FunctionDef:

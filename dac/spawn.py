@@ -128,6 +128,15 @@ class SpawnFunction:
         if not self._generic:
             ready(self)
 
+    def serial_body(self) -> Callable[..., Any]:
+        """What runs a call whose nested calls are all plain (at a grain set by
+        ``cutoff=``, in the elision): the body's fast clone where it has one."""
+        if self._generic:
+            return self.fn
+        ready(self)
+        run: Callable[..., Any] = function_of(self).__globals__["_dac_run"]
+        return run
+
     def trim(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """A call's arguments as they travel in a task: without the values that are
         the function's own defaults (see ``dac.spawn_call.trimmer``)."""

@@ -122,7 +122,7 @@ class Grain:
         ctx.serial += 1
         try:
             leaf = self.sf.leaf
-            return (leaf if leaf is not None else self.sf.fn)(*args, **kwargs)
+            return (leaf if leaf is not None else self.sf.serial_body())(*args, **kwargs)
         finally:
             ctx.serial -= 1
 

@@ -105,9 +105,14 @@ def holds_a_lambda(n: int) -> int:
     return 0 if n == 0 else max(sync([holds_a_lambda(n - 1)]), key=lambda v: -v)
 
 
-@spawn(cutoff=lambda n: n < 3)
-def grain_set(n: int) -> int:
-    return 1 if n < 2 else sum(sync(grain_set(n - 1), grain_set(n - 2)))
+@spawn(cutoff=lambda n: n < 6)
+def grain_below(n: int) -> tuple[int, int]:
+    """``below`` with its grain set 6 levels above the bottom: nested calls there are
+    plain calls, so the clone runs them."""
+    if n == 0:
+        return 1, int(clone_frame())
+    x, y = sync(grain_below(n - 1), grain_below(n - 1))
+    return x[0] + y[0], x[1] + y[1]
 
 
 def closure() -> object:

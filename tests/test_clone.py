@@ -16,7 +16,8 @@ sys.path.insert(0, __import__("os").path.dirname(__file__))
 import clone_programs as cp  # noqa: E402
 
 
-@pytest.mark.parametrize("fn", [cp.fib, cp.below, cp.kids, cp.appended, cp.frames])
+@pytest.mark.parametrize("fn", [cp.fib, cp.below, cp.kids, cp.appended, cp.frames,
+                                cp.grain_below])
 def test_these_bodies_get_a_clone(fn):
     assert clone.why(spawn_function(fn)) == ""
 
@@ -46,7 +47,6 @@ def test_a_level_of_the_clone_is_one_frame():
     (cp.prints_a_future, "a (a future, or a list of them) is used other than by sync"),
     (cp.syncs_starred, "it calls sync with * or keywords"),
     (cp.holds_a_lambda, "it holds a Lambda"),
-    (cp.grain_set, "its grain is set (cutoff= or leaf=)"),
     (cp.closure(), "not a function of a module"),
 ])
 def test_a_body_that_could_see_a_future_keeps_its_spawns(fn, why):
@@ -59,7 +59,6 @@ def test_the_answers_of_refused_bodies():
     assert cp.reads_result(5) == 5
     assert cp.calls_another(4) == 3 + 2 + 1 + 1
     assert cp.syncs_starred(4) == 4
-    assert cp.grain_set(10) == 89
     assert cp.prints_a_future(0) == 0
 
 
@@ -111,4 +110,36 @@ def test_a_wake_routes_a_clones_next_spawn_through_the_leaf(monkeypatch):
     assert clone.why(spawn_function(nest.binary)) == ""
     assert ctx.run_task(spawn_function(nest.binary), (22,), {}, 0, False) == 2 ** 22
     assert routed and worker.owed_at and worker.paid
-    assert all(space[slot] is fast for space, slot, fast, _ in clone._SLOTS)
+    assert all(ref().__globals__[slot] is ref() for ref, slot in clone._SLOTS)
+
+
+def test_a_clone_is_dropped_with_its_module(tmp_path):
+    """A warm leaf serves many scripts: the clones of a module nobody holds any more
+    go with it, and wakes stop visiting them."""
+    import gc
+    path = tmp_path / "short_lived.py"
+    path.write_text("from dac import spawn, sync\n\n@spawn\ndef f(n):\n"
+                    "    return 0 if n == 0 else sync(f(n - 1)) + 1\n")
+    spec = importlib.util.spec_from_file_location("short_lived", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.f(5) == 5
+    slots = len(clone._SLOTS)
+    mine = [ref for ref, _ in clone._SLOTS if ref().__globals__ is module.__dict__]
+    assert len(mine) == 1
+    del module, spec
+    gc.collect()
+    assert mine[0]() is None
+    clone.route()
+    clone.direct()
+    assert len(clone._SLOTS) == slots - 1
+
+
+def test_at_a_grain_the_user_set_the_clone_runs_and_no_wake_routes_it():
+    """With ``cutoff=`` the calls at the grain run their nested calls plain: the
+    clone does (in the elision and on the leaves), and it is not among the clones a
+    wake routes (nothing below that grain is stealable)."""
+    assert cp.grain_below(10) == (1024, 1024)
+    assert all(ref().__name__ != "grain_below" for ref, _ in clone._SLOTS)
+    report = dac.run_report(cp.grain_below, 12, procs=2)
+    assert report.result == (4096, 4096)
