@@ -171,6 +171,14 @@ def _compiled(node: ast.FunctionDef, fn: FunctionType) -> FunctionType:
     return clone
 
 
+def _shape(code: CodeType) -> tuple:
+    """What two codes of one body share, constants aside: bytecode, names and
+    parameters (the same bytecode may take its arguments otherwise)."""
+    return (code.co_code, code.co_names, code.co_varnames, code.co_argcount,
+            code.co_posonlyargcount, code.co_kwonlyargcount,
+            code.co_flags & 0xFFFF)     # (not the __future__ flags: none is compiled in)
+
+
 def _imports(fn: FunctionType) -> list[ast.stmt]:
     """``if False: import ... as name`` for each name the module of ``fn`` binds by
     an import outside its functions and classes (none where its source is missing)."""
@@ -195,7 +203,7 @@ def _imports(fn: FunctionType) -> list[ast.stmt]:
 
 
 def _same(a: CodeType, b: CodeType) -> bool:
-    if (a.co_code, a.co_names, a.co_varnames) != (b.co_code, b.co_names, b.co_varnames):
+    if _shape(a) != _shape(b):
         return False
     if len(a.co_consts) != len(b.co_consts):
         return False
@@ -296,6 +304,9 @@ class _Rewrite:
         up = self.parent[call]
         if isinstance(up, ast.Expr) or self._sync_arg(call):
             return
+        self._hold(up, call)
+
+    def _hold(self, up: ast.AST, call: ast.Call) -> None:
         if isinstance(up, ast.Assign) and up.value is call and _one_name(up):
             self.one.add(up.targets[0].id)  # type: ignore[attr-defined]
             return
@@ -322,6 +333,8 @@ class _Rewrite:
         name = n.id
         if name not in self.one and name not in self.many:
             return
+        if name not in self.local:
+            raise Unfit(f"{name}, which holds futures, is not a local name")
         if name in self.one and name in self.many:
             raise Unfit(f"{name} holds a future and a list of them")
         up = self.parent[n]

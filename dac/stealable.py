@@ -491,7 +491,7 @@ class StealableContext:
         try:
             if at and sf.leaf is not None:
                 return sf.leaf(*args, **kwargs)
-            value = sf.fn(*args, **kwargs)
+            value = (sf.serial_body() if self.serial else sf.fn)(*args, **kwargs)
             self._drain(base)
             return value
         except BaseException:

@@ -115,6 +115,18 @@ def grain_below(n: int) -> tuple[int, int]:
     return x[0] + y[0], x[1] + y[1]
 
 
+FUTURES: list = []
+
+
+@spawn
+def keeps_a_global(n: int) -> int:
+    global FUTURES
+    if n == 0:
+        return 0
+    FUTURES = [keeps_a_global(n - 1)]
+    return sync(FUTURES)[0] + 1
+
+
 def closure() -> object:
     @spawn
     def inner(n: int) -> int:

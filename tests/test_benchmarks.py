@@ -190,3 +190,22 @@ def test_array_transfer_times_both_ways_against_a_copy():
                                                      "to a leaf beyond a run", "run ms",
                                                      "16 at once"}
     assert all(v > 0 for v in rows["1"].values())
+
+
+def test_a_thesis_benchmark_interrupted_says_so_in_one_line(tmp_path):
+    """Ctrl-C while a library handles an error of its own (as PIL does while a figure
+    is saved): exit 130 and one line, not a traceback naming that error (the CI's
+    check of Ctrl-C on the long benchmarks found "AttributeError" in one)."""
+    import subprocess
+    thesis = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "benchmarks", "thesis")
+    script = tmp_path / "interrupted.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {thesis!r})\nfrom _common import run_main\n"
+        "def main():\n    try:\n        None.fileno()\n    except AttributeError:\n"
+        "        raise KeyboardInterrupt\n"
+        "run_main(main, 'figure_x')\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 130
+    assert done.stderr == "figure_x: interrupted\n"

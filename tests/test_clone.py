@@ -47,6 +47,7 @@ def test_a_level_of_the_clone_is_one_frame():
     (cp.prints_a_future, "a (a future, or a list of them) is used other than by sync"),
     (cp.syncs_starred, "it calls sync with * or keywords"),
     (cp.holds_a_lambda, "it holds a Lambda"),
+    (cp.keeps_a_global, "FUTURES, which holds futures, is not a local name"),
     (cp.closure(), "not a function of a module"),
 ])
 def test_a_body_that_could_see_a_future_keeps_its_spawns(fn, why):
@@ -60,6 +61,7 @@ def test_the_answers_of_refused_bodies():
     assert cp.calls_another(4) == 3 + 2 + 1 + 1
     assert cp.syncs_starred(4) == 4
     assert cp.prints_a_future(0) == 0
+    assert cp.keeps_a_global(3) == 3
 
 
 def test_a_body_edited_since_it_was_imported_gets_no_clone(tmp_path):
@@ -143,3 +145,12 @@ def test_at_a_grain_the_user_set_the_clone_runs_and_no_wake_routes_it():
     assert all(ref().__name__ != "grain_below" for ref, _ in clone._SLOTS)
     report = dac.run_report(cp.grain_below, 12, procs=2)
     assert report.result == (4096, 4096)
+
+
+def test_a_body_whose_code_takes_other_parameters_gets_no_clone():
+    """The same bytecode with its parameters otherwise (keyword-only here) is not
+    the same code: the source would not match it."""
+    sf = spawn_function(cp.fib)
+    code = sf.fn.__code__
+    assert not clone._same(code, code.replace(co_argcount=0, co_kwonlyargcount=1))
+    assert clone._same(code, code)

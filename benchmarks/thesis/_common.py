@@ -50,3 +50,14 @@ def figure(path: str | None, draw) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return f"figure written to {path}"
+
+
+def run_main(main, name: str) -> None:
+    """Exit with ``main()``'s status; on Ctrl-C, with 130 and one line (not the
+    traceback of wherever it struck: drawing a figure, it ran through a library's
+    own handled errors)."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -24,7 +24,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import figure, table  # noqa: E402
+from _common import figure, run_main, table  # noqa: E402
 from sleep_scale import count, nap_tree  # noqa: E402
 
 import dac  # noqa: E402
@@ -95,4 +95,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main, "section_6_4_1")

@@ -40,7 +40,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _common import figure  # noqa: E402  (puts examples/ and benchmarks/ on the path)
+from _common import figure, run_main  # noqa: E402  (puts examples/ and benchmarks/ on the path)
 from _timing import timed_run  # noqa: E402
 from nqueens import queens  # noqa: E402  (examples/nqueens.py: leaf = numba count_from)
 from nqueens_kernels import KNOWN_COUNTS  # noqa: E402
@@ -199,4 +199,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main, "table_6_2")

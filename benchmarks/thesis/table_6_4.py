@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import figure, table  # noqa: E402
+from _common import figure, run_main, table  # noqa: E402
 from nqueens import queens  # noqa: E402
 from nqueens_kernels import KNOWN_COUNTS  # noqa: E402
 
@@ -97,4 +97,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main, "table_6_4")

@@ -23,7 +23,7 @@ import sys
 import tomllib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import EXAMPLES, figure, table  # noqa: E402
+from _common import EXAMPLES, figure, run_main, table  # noqa: E402
 from naps import naps  # noqa: E402
 
 import dac  # noqa: E402
@@ -101,4 +101,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main, "table_6_5")
