@@ -27,9 +27,10 @@ the elision; no wake routes that clone (nothing under the user's grain is steala
 A clone is written only where it is the same program: a function of a module (no
 closure) whose source is at hand and compiles to the body's own code (not edited
 since), whose spawns call itself by its global name, and whose futures only go to
-``sync``, straight or through one local name (``a = f(x)`` ... ``sync(a, b)``; ``kids``
-a list of them, filled by ``append``). Anything else (another ``@spawn`` function
-called, ``.result()``, a future passed on or returned, ``sync(*fs)``, nested functions)
+``sync``, straight or through one local name (``a = f(x)`` ... ``sync(a, b)`` or
+``a.result()``; ``kids`` a list of them, filled by ``append``, given to ``sync`` or
+looped over for ``.result()``). Anything else (another ``@spawn`` function called,
+``.done()``, a future passed on or returned, ``sync(*fs)``, nested functions)
 keeps the body as it is (``of`` returns None) and costs what it cost before.
 """
 
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 _SLOTS: list[tuple[weakref.ref[FunctionType], str]] = []
 _NUMBERS = itertools.count()
 _FUTURE_METHODS = {"result", "done", "_value", "_call"}
+_LOOPS = (ast.For, ast.comprehension)
 
 
 class Unfit(Exception):
@@ -232,6 +234,7 @@ class _Rewrite:
         self.parent: dict[ast.AST, ast.AST] = {}
         self.one: set[str] = set()      # local names that hold one future
         self.many: set[str] = set()     # ... a list of them
+        self.each: set[str] = set()     # loop names over such a list (``.result()``)
 
     def rewritten(self, node: ast.FunctionDef) -> ast.FunctionDef:
         for outer in ast.walk(node):
@@ -244,8 +247,12 @@ class _Rewrite:
             if isinstance(n, ast.Call) and self._spawns(n):
                 self._place(n)
         for n in body:
+            if isinstance(n, _LOOPS) and self._over_futures(n):
+                self.each.add(n.target.id)  # type: ignore[attr-defined]
+        for n in body:
             if isinstance(n, ast.Name):
                 self._check_name(n)
+                self._check_each(n)
         for n in body:
             if isinstance(n, ast.Call) and self._is_sync(n.func):
                 self._check_sync(n)
@@ -278,7 +285,8 @@ class _Rewrite:
     def _check(self, n: ast.AST) -> None:
         if isinstance(n, _NESTED):
             raise Unfit(f"it holds a {type(n).__name__}")
-        if isinstance(n, ast.Attribute) and n.attr in _FUTURE_METHODS:
+        if isinstance(n, ast.Attribute) and n.attr in _FUTURE_METHODS and \
+                not self._result_of(n.value):
             raise Unfit(f"it reads .{n.attr} (of a future?)")
         if isinstance(n, ast.Name) and n.id not in self.local:
             value = self._global(n.id)
@@ -351,7 +359,40 @@ class _Rewrite:
             if name in self.many and isinstance(up, ast.Attribute) and \
                     up.attr == "append" and self.parent[up].func is up:  # type: ignore
                 return
+            if name in self.one and self._result_of(n) or \
+                    name in self.many and isinstance(up, _LOOPS) and up.iter is n and \
+                    self._over_futures(up):
+                return
         raise Unfit(f"{name} (a future, or a list of them) is used other than by sync")
+
+    # ``.result()``: of a name holding a future, or looping over a list of them ------
+    def _result_of(self, n: ast.AST) -> bool:
+        """``n`` is a local name read by ``n.result()`` (no arguments)."""
+        up = self.parent.get(n)
+        call = self.parent.get(up) if up is not None else None
+        return isinstance(n, ast.Name) and isinstance(up, ast.Attribute) and \
+            up.attr == "result" and isinstance(call, ast.Call) and call.func is up \
+            and not call.args and not call.keywords
+
+    def _over_futures(self, loop: ast.For | ast.comprehension) -> bool:
+        """``for x in kids`` (a loop or a comprehension's), ``kids`` a name holding
+        a list of futures, ``x`` a plain name."""
+        return isinstance(loop.iter, ast.Name) and loop.iter.id in self.many and \
+            isinstance(loop.target, ast.Name)
+
+    def _check_each(self, n: ast.Name) -> None:
+        """A loop name over futures is given only by its loop and read only by
+        ``.result()``."""
+        if n.id not in self.each:
+            return
+        if n.id in self.one or n.id in self.many:
+            raise Unfit(f"{n.id} holds a future and a list of them")
+        up = self.parent[n]
+        if isinstance(n.ctx, ast.Store) and isinstance(up, _LOOPS) and up.target is n \
+                and self._over_futures(up) or \
+                isinstance(n.ctx, ast.Load) and self._result_of(n):
+            return
+        raise Unfit(f"{n.id} (a future of a loop) is used other than by .result()")
 
     def _holds(self, name: str, value: ast.AST) -> bool:
         if name in self.one:
@@ -398,6 +439,7 @@ class _Replace(ast.NodeTransformer):
         self.found = found
         self.spawns: set[int] = set()
         self.syncs: dict[int, list[str]] = {}
+        self.results: set[int] = set()  # ``x.result()`` of a future: ``x``
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
         f = self.found
@@ -406,6 +448,10 @@ class _Replace(ast.NodeTransformer):
                 self.spawns.add(id(n))
             elif isinstance(n, ast.Call) and f._is_sync(n.func):
                 self.syncs[id(n)] = [f.kind(a) for a in n.args]
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    isinstance(n.func.value, ast.Name) and f._result_of(n.func.value) \
+                    and n.func.value.id in f.one | f.each:
+                self.results.add(id(n))
         node.body = [self.visit(s) for s in node.body]
         return node
 
@@ -414,6 +460,8 @@ class _Replace(ast.NodeTransformer):
         if id(node) in self.spawns:
             node.func = ast.copy_location(ast.Name(self.found.slot, ast.Load()), node.func)
             return node
+        if id(node) in self.results:
+            return node.func.value          # type: ignore[attr-defined]
         kinds = self.syncs.get(id(node))
         if kinds is None:
             return node

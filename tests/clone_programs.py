@@ -70,10 +70,44 @@ def frames(n: int, seen: list) -> int:
     return sync(frames(n - 1, seen)) + 1
 
 
+@spawn
+def results(n: int) -> int:
+    """``kids`` again, read as ``examples/uts.py`` once did: ``sync()``, then a loop
+    over the futures calling ``.result()``, and one future read so too."""
+    if n == 0:
+        return 1
+    futures = [results(i) for i in range(n - 1)]
+    last = results(n - 1)
+    dac.sync()
+    total = sum(f.result() for f in futures)
+    for f in futures:
+        total += 0 * f.result()
+    return 1 + total + last.result()
+
+
 # --- refused, each for the reason in its name ------------------------------------
 @spawn
 def reads_result(n: int) -> int:
     return 0 if n == 0 else reads_result(n - 1).result() + 1
+
+
+@spawn
+def asks_done(n: int) -> int:
+    if n == 0:
+        return 0
+    a = asks_done(n - 1)
+    dac.sync()
+    return a.result() + 1 if a.done() else -1
+
+
+@spawn
+def loop_name_kept(n: int) -> int:
+    if n == 0:
+        return 0
+    futures = [loop_name_kept(n - 1)]
+    for f in futures:
+        kept = f
+    return sync(kept) + 1
 
 
 @spawn

@@ -17,7 +17,7 @@ import clone_programs as cp  # noqa: E402
 
 
 @pytest.mark.parametrize("fn", [cp.fib, cp.below, cp.kids, cp.appended, cp.frames,
-                                cp.grain_below])
+                                cp.grain_below, cp.results])
 def test_these_bodies_get_a_clone(fn):
     assert clone.why(spawn_function(fn)) == ""
 
@@ -26,6 +26,7 @@ def test_the_elision_runs_the_clone_with_the_serial_answers():
     assert cp.fib(20) == 6765
     assert cp.below(10) == (1024, 1024)          # every leaf of the tree in the clone
     assert cp.kids(10) == 1024
+    assert cp.results(10) == 1024
     seen = []
     assert cp.appended(6, seen) == 64
     assert seen and all(seen)
@@ -42,6 +43,8 @@ def test_a_level_of_the_clone_is_one_frame():
 
 @pytest.mark.parametrize("fn, why", [
     (cp.reads_result, "it reads .result (of a future?)"),
+    (cp.asks_done, "it reads .done (of a future?)"),
+    (cp.loop_name_kept, "f (a future of a loop) is used other than by .result()"),
     (cp.calls_another, "it uses the @spawn function fib other than by calling itself"),
     (cp.returns_a_future, "a future goes elsewhere than to sync or one local name"),
     (cp.prints_a_future, "a (a future, or a list of them) is used other than by sync"),
@@ -58,6 +61,8 @@ def test_a_body_that_could_see_a_future_keeps_its_spawns(fn, why):
 
 def test_the_answers_of_refused_bodies():
     assert cp.reads_result(5) == 5
+    assert cp.asks_done(4) == 4
+    assert cp.loop_name_kept(3) == 3
     assert cp.calls_another(4) == 3 + 2 + 1 + 1
     assert cp.syncs_starred(4) == 4
     assert cp.prints_a_future(0) == 0
