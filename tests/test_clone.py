@@ -69,17 +69,25 @@ def test_the_answers_of_refused_bodies():
     assert cp.keeps_a_global(3) == 3
 
 
+_CHAIN = ("from dac import spawn, sync\n\n@spawn\ndef f(n):\n"
+          "    return 0 if n == 0 else sync(f(n - 1)) + 1\n")
+
+
+def _chain_module(tmp_path, name):
+    """A module of its own file holding ``f``, a chain of spawns: (its path, it)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(_CHAIN)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return path, module
+
+
 def test_a_body_edited_since_it_was_imported_gets_no_clone(tmp_path):
     """The clone is written from the source file: where it no longer compiles to the
     body's code, no clone (it would run the new text)."""
-    path = tmp_path / "edited_since.py"
-    path.write_text("from dac import spawn, sync\n\n@spawn\ndef f(n):\n"
-                    "    return 0 if n == 0 else sync(f(n - 1)) + 1\n")
-    spec = importlib.util.spec_from_file_location("edited_since", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    path.write_text("from dac import spawn, sync\n\n@spawn\ndef f(n):\n"
-                    "    return 0 if n == 0 else sync(f(n - 1)) + 2\n")
+    path, module = _chain_module(tmp_path, "edited_since")
+    path.write_text(_CHAIN.replace("+ 1", "+ 2"))
     linecache.checkcache(str(path))
     assert clone.why(spawn_function(module.f)) == \
         "its source does not compile to its code (edited since?)"
@@ -115,7 +123,7 @@ def test_a_wake_routes_a_clones_next_spawn_through_the_leaf(monkeypatch):
     worker = _Thief()
     ctx = worker.ctx = _warm(StealableContext(worker))
     assert clone.why(spawn_function(nest.binary)) == ""
-    assert ctx.run_task(spawn_function(nest.binary), (22,), {}, 0, False) == 2 ** 22
+    assert ctx.run_task(spawn_function(nest.binary), (24,), {}, 0, False) == 2 ** 24
     assert routed and worker.owed_at and worker.paid
     assert all(ref().__globals__[slot] is ref() for ref, slot in clone._SLOTS)
 
@@ -124,17 +132,12 @@ def test_a_clone_is_dropped_with_its_module(tmp_path):
     """A warm leaf serves many scripts: the clones of a module nobody holds any more
     go with it, and wakes stop visiting them."""
     import gc
-    path = tmp_path / "short_lived.py"
-    path.write_text("from dac import spawn, sync\n\n@spawn\ndef f(n):\n"
-                    "    return 0 if n == 0 else sync(f(n - 1)) + 1\n")
-    spec = importlib.util.spec_from_file_location("short_lived", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    _path, module = _chain_module(tmp_path, "short_lived")
     assert module.f(5) == 5
     slots = len(clone._SLOTS)
     mine = [ref for ref, _ in clone._SLOTS if ref().__globals__ is module.__dict__]
     assert len(mine) == 1
-    del module, spec
+    del module
     gc.collect()
     assert mine[0]() is None
     clone.route()
