@@ -105,10 +105,11 @@ def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
     fn = sf.fn
     if not inspect.isfunction(fn) or fn.__code__.co_freevars or "." in fn.__qualname__:
         raise Unfit("not a function of a module")
-    tree = _source_of(fn)
+    imports = _imports(fn)
+    tree = _source_of(fn, imports)
     slot = f"_dac_clone_{fn.__name__}_{next(_NUMBERS)}"
     body = _Rewrite(fn, sf, slot).rewritten(tree)
-    clone = _compiled(body, fn)
+    clone = _compiled(body, fn, imports)
     if register:
         fn.__globals__[slot] = clone
         if not sf.grain_fixed:
@@ -130,7 +131,7 @@ def _routable(clone: FunctionType, sf: SpawnFunction, slot: str) -> None:
     _SLOTS.append((weakref.ref(clone), slot))
 
 
-def _source_of(fn: FunctionType) -> ast.FunctionDef:
+def _source_of(fn: FunctionType, imports: list[ast.stmt]) -> ast.FunctionDef:
     """``fn``'s definition, parsed from its source and checked against its code."""
     try:
         text = textwrap.dedent(inspect.getsource(fn))
@@ -143,7 +144,7 @@ def _source_of(fn: FunctionType) -> ast.FunctionDef:
     node.decorator_list = []
     ast.increment_lineno(tree, fn.__code__.co_firstlineno - 1)
     _strip(node)
-    if not _same(_compiled(node, fn).__code__, fn.__code__):
+    if not _same(_compiled(node, fn, imports).__code__, fn.__code__):
         raise Unfit("its source does not compile to its code (edited since?)")
     return node
 
@@ -159,11 +160,13 @@ def _strip(node: ast.FunctionDef) -> None:
             arg.annotation = None
 
 
-def _compiled(node: ast.FunctionDef, fn: FunctionType) -> FunctionType:
+def _compiled(node: ast.FunctionDef, fn: FunctionType,
+              imports: list[ast.stmt]) -> FunctionType:
     """``node`` compiled as the body's module compiled it: the names the module
-    imports are declared so (never run): CPython 3.11 reads ``time.sleep()`` as an
-    attribute and a call, not a method call, where ``time`` is an imported name."""
-    module = ast.fix_missing_locations(ast.Module(body=[*_imports(fn), node],
+    imports (``_imports``) are declared so (never run): CPython 3.11 reads
+    ``time.sleep()`` as an attribute and a call, not a method call, where ``time``
+    is an imported name."""
+    module = ast.fix_missing_locations(ast.Module(body=[*imports, node],
                                                   type_ignores=[]))
     code = compile(module, fn.__code__.co_filename, "exec", dont_inherit=True)
     made: dict[str, Any] = {}
