@@ -361,13 +361,9 @@ class StealableContext:
         entry = self.deque.pop()
         self.full = self.eager
         sf, args, kwargs = entry._call
-        entry._value = self._scope(sf, args, kwargs)
-
-    def _scope(self, sf: SpawnFunction | Grain, args: tuple, kwargs: dict) -> Any:
-        """A call run here as a scope of its own (an entry's, a clone's routed spawn):
-        its value once every entry it made is done.
-        (No try/finally: a failure ends the task, and run_task puts the level and the
-        scope back.)"""
+        # (no try/finally: a failure ends the task, and run_task puts the level and
+        # the scope back; inline, not shared with run_here: a frame more per level
+        # made a 900-deep chain of entries overflow the leaf's recursion limit)
         saved = self.base
         self.base = base = self.seq
         self.level += 1
@@ -377,7 +373,7 @@ class StealableContext:
             self._drain(base)                                     # no call at all)
         self.base = saved
         self.level -= 1
-        return value
+        entry._value = value
 
     def _drain(self, base: int) -> None:
         """Wait for every entry of the scope that begins at ``base``: those on the
@@ -446,11 +442,21 @@ class StealableContext:
         self.countdown -= 1
         if self.countdown <= 0:
             self._poll()
-        value = self._scope(sf, args, kwargs)
-        if self.below is not self and self.horizon != EVERY:
-            clone.direct()
-            context.set_current(self.below)
-        return value
+        saved = self.base
+        self.base = base = self.seq
+        self.level += 1
+        try:
+            value = sf.fn(*args, **kwargs)
+            d = self.deque
+            if (d and d[-1].seq >= base) or self.stolen_top >= base:
+                self._drain(base)
+            return value
+        finally:
+            self.base = saved
+            self.level -= 1
+            if self.below is not self and self.horizon != EVERY:
+                clone.direct()
+                context.set_current(self.below)
 
     # a task --------------------------------------------------------------------
     def run_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,
