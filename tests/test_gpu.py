@@ -106,3 +106,20 @@ def test_rate_sized_batches_split_work_by_speed(batch):
     assert abs(fast["busy_s"] - slow["busy_s"]) <= 0.15 * max(fast["busy_s"],
                                                              slow["busy_s"])
     assert fast["largest_batch"] > slow["largest_batch"]
+
+
+def test_a_real_gpu_leaf_doubles_its_batch_until_a_batch_takes_half_a_second():
+    from stealing.roles.gpu import GPU_BATCH_S, GPU_MAX_BATCH, GPU_MIN_BATCH, next_gpu_batch
+    size, sizes = GPU_MIN_BATCH, []
+    # a device that takes 0.4 s a launch until it is full at 40,000 boards, then
+    # grows linearly: the floor doubles while launches stay short, then holds
+    for _ in range(10):
+        spent = 0.1 * max(1.0, size / 40_000) * 4
+        size = next_gpu_batch(size, size, spent)
+        sizes.append(size)
+    assert sizes[:4] == [4096, 8192, 16384, 32768]
+    assert sizes[4:] == [65536] * 6             # 65,536 boards take 0.66 s > 0.5
+    assert 0.4 * 65536 / 40_000 >= GPU_BATCH_S
+    # a batch that came short of the ask (the parent had less) does not double it
+    assert next_gpu_batch(8192, 5000, 0.01) == 8192
+    assert next_gpu_batch(GPU_MAX_BATCH, GPU_MAX_BATCH, 0.01) == GPU_MAX_BATCH

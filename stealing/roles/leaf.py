@@ -42,7 +42,7 @@ from stealing.observe.output import Capture, capture_output, finish_lines, relea
 from stealing.observe.recorder import Recorder
 from stealing.observe.stats import Meter, startup_steps
 from stealing.roles.executor import TaskExecutor, Worker, load_executor
-from stealing.roles.gpu import check_gpu, use_gpu
+from stealing.roles.gpu import GPU_MIN_BATCH, check_gpu, next_gpu_batch, use_gpu
 from stealing.roles.script_env import ScriptModules, adopt
 from stealing.roles.status import Start
 from stealing.transport import protocol as P
@@ -51,9 +51,6 @@ from stealing.tree.tasks import Blob, Result, Task, is_split
 
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm
-
-GPU_MIN_BATCH = 2048    # tasks a real GPU leaf asks for at least (see Leaf.want)
-
 
 class Phase(enum.Enum):
     """Where a leaf is in the job: it counts idle time and asks for work only while
@@ -170,6 +167,7 @@ class Leaf:
         self.batch_len = self.tasks_per_leaf
         self.rate: float | None = None      # tasks per second, smoothed
         self.win_tasks, self.win_busy = 0, 0.0
+        self.gpu_batch = GPU_MIN_BATCH      # a real GPU's floor (``next_gpu_batch``)
 
     @property
     def executor(self) -> TaskExecutor:
@@ -282,6 +280,7 @@ class Leaf:
                 self.phase = Phase.NEW
             self.asking, self.exhausted = Ask.NONE, False
             self.rate, self.win_tasks, self.win_busy = None, 0, 0.0   # new tasks, new rate
+            self.gpu_batch = GPU_MIN_BATCH
             self.timeline = Recorder() if job.timeline else None
         try:
             if job.env is not None and job.env.session != self.session:
@@ -318,17 +317,17 @@ class Leaf:
 
         The rate is smoothed over the windows between two requests, so a slow first
         task (JIT, cache loading) is soon forgotten. A real GPU leaf asks for at least
-        ``GPU_MIN_BATCH``: its time per batch hardly grows until the batch fills the
-        device, so a rate measured on small batches (one board per thread, each
-        slower than on a CPU core) would keep its batches small and the device idle
-        (measured on an H100, N-Queens 18: batches of 5 boards, the GPU leaf solved
-        171 of 36264 tasks).
+        ``gpu_batch``, from ``GPU_MIN_BATCH`` up (``stealing.roles.gpu.next_gpu_batch``):
+        its time per batch hardly grows until the batch fills the device, so a rate
+        measured on small batches (one board per thread, each slower than on a CPU
+        core) would keep its batches small and the device idle (measured on an H100,
+        N-Queens 18: batches of 5 boards, the GPU leaf solved 171 of 36264 tasks).
         """
         if self.win_tasks and self.win_busy > 0:
             rate = self.win_tasks / self.win_busy
             self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
             self.win_tasks, self.win_busy = 0, 0.0
-        floor = GPU_MIN_BATCH if self.real_gpu else 1
+        floor = self.gpu_batch if self.real_gpu else 1
         if not self.by_rate or self.rate is None:
             return max(floor, self.tasks_per_leaf)
         return max(floor, min(1 << 20, round(self.rate * self.batch_s)))
@@ -515,6 +514,8 @@ class Leaf:
             self.timeline.span("busy", t0, spent)
         self.win_tasks += len(batch)
         self.win_busy += spent
+        if self.real_gpu:
+            self.gpu_batch = next_gpu_batch(self.gpu_batch, len(batch), spent)
         self.results.extend(results)
 
     def report_error(self, payload: Blob, exc: BaseException) -> None:
