@@ -155,13 +155,13 @@ def main(argv=None):
                     help="timed runs of the CPU leaves alone after the first (0: the "
                          "first, start-up taken off)")
     ap.add_argument("--no-rates", action="store_true",
-                    help="skip part 1 but the GPU alone at the runs' depth")
+                    help="skip part 1 but the GPU alone (--gpu-depths and the runs' depth)")
     ap.add_argument("--no-cpu-alone", action="store_true",
                     help="skip the whole runs of the CPU leaves alone")
     ap.add_argument("--simulate", action="store_true", help="numba's CUDA simulator")
     args = ap.parse_args(argv)
     if args.run_depth is None:
-        args.run_depth = max(2, min(args.n[-1] - 10, 5))
+        args.run_depth = max(2, min(args.n[-1] - 15, 3))
     if not args.simulate and not gpu_present():
         print("gpu_nqueens: no usable CUDA GPU on this machine (numba.cuda.is_available() "
               "is False); run on a GPU host, or with --simulate at a tiny N",
@@ -183,7 +183,7 @@ def main(argv=None):
         alone[args.depth] = {"depth": args.depth, "boards": rows[-1]["boards"],
                              "seconds": rows[-1]["boards"] / rows[-1]["gpu_rate"],
                              "gpu_rate": rows[-1]["gpu_rate"]}
-    depths = {args.run_depth} if args.no_rates else set(args.gpu_depths + [args.run_depth])
+    depths = set(args.gpu_depths + [args.run_depth])
     for d in sorted(depths - set(alone)):
         alone[d] = gpu_alone(n, d, args.simulate, args.cpu_sample, known[n])
     print(f"\nN={n}, the GPU alone, one launch over every board:")

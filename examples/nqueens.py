@@ -46,8 +46,8 @@ def parse_args(argv=None):
 
 def start_runtime(args):
     depth = args.depth
-    if args.gpu and depth is None:      # a GPU wants many small tasks
-        depth = max(2, min(args.n - 10, 5))
+    if args.gpu and depth is None:      # a few thousand tasks: the GPU leaf splits its
+        depth = max(2, min(args.n - 15, 3))     # own batches further (nqueens_gpu)
     return dac.Runtime(procs=args.procs, leaf_mode=args.leaf_mode, depth=depth,
                        tasks_per_leaf=args.tasks_per_leaf, gpus=1 if args.gpu else None,
                        gpu_simulate=args.simulate or None,

@@ -87,3 +87,51 @@ def count_all(n):
 
 
 
+
+
+@njit(cache=True)
+def _free(full, cols, d1, d2):
+    """Squares free in the next row: how many children a board has."""
+    avail = full & ~(cols | d1 | d2)
+    k = 0
+    while avail:
+        avail &= avail - 1
+        k += 1
+    return k
+
+
+@njit(cache=True)
+def split_boards(n, cols, d1, d2, fill):
+    """The boards a level or more below each board of a batch, until there are at
+    least ``fill`` (or no board has children): ``(n, cols, d1, d2, owner)``, ``owner``
+    the index of the board each came from. A complete board stays as it is; a dead end
+    goes (it has no completion). A GPU launch takes as long as its slowest thread, so a
+    batch of few large boards leaves the device mostly idle (``nqueens_gpu``)."""
+    owner = np.arange(cols.size)
+    while cols.size < fill:
+        total = 0
+        for i in range(cols.size):
+            full = (1 << n[i]) - 1
+            total += 1 if cols[i] == full else _free(full, cols[i], d1[i], d2[i])
+        if total <= cols.size:
+            break
+        nn, nc, na, nb, no = (np.empty(total, np.int64), np.empty(total, np.int64),
+                              np.empty(total, np.int64), np.empty(total, np.int64),
+                              np.empty(total, np.int64))
+        j = 0
+        for i in range(cols.size):
+            full = (1 << n[i]) - 1
+            if cols[i] == full:
+                nn[j], nc[j], na[j], nb[j], no[j] = n[i], cols[i], d1[i], d2[i], owner[i]
+                j += 1
+                continue
+            avail = full & ~(cols[i] | d1[i] | d2[i])
+            while avail:
+                bit = avail & -avail
+                avail ^= bit
+                nn[j], nc[j], no[j] = n[i], cols[i] | bit, owner[i]
+                na[j] = ((d1[i] | bit) << 1) & full
+                nb[j] = (d2[i] | bit) >> 1
+                j += 1
+        n, cols, d1, d2, owner = nn, nc, na, nb, no
+    return n, cols, d1, d2, owner

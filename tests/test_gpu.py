@@ -123,3 +123,24 @@ def test_a_real_gpu_leaf_doubles_its_batch_until_a_batch_takes_half_a_second():
     # a batch that came short of the ask (the parent had less) does not double it
     assert next_gpu_batch(8192, 5000, 0.01) == 8192
     assert next_gpu_batch(GPU_MAX_BATCH, GPU_MAX_BATCH, 0.01) == GPU_MAX_BATCH
+
+
+def test_a_gpu_batch_is_split_into_deeper_boards_whose_counts_sum_back():
+    import numpy as np
+    from nqueens_kernels import children, count_from, split_boards
+    for n, depth, fill in ((8, 2, 100), (11, 2, 2000), (5, 4, 50), (4, 3, 10)):
+        boards = [(0, 0, 0)]
+        for _ in range(depth):
+            boards = [c for b in boards for c in children(n, *b)]
+        a = np.array(boards, dtype=np.int64).reshape(-1, 3)
+        nn, cols, d1, d2, owner = split_boards(np.full(len(a), n), a[:, 0].copy(),
+                                               a[:, 1].copy(), a[:, 2].copy(), fill)
+        # deep enough, unless the boards run out of children (n = 4, 5: complete
+        # boards stay, dead ends go)
+        assert owner.size >= fill or n <= 5, (n, owner.size)
+        assert (nn == n).all() and np.all(np.diff(owner) >= 0)
+        sums = np.zeros(len(a), np.int64)
+        np.add.at(sums, owner, [count_from(n, int(c), int(x), int(y))
+                                for c, x, y in zip(cols, d1, d2)])
+        assert sums.tolist() == [count_from(n, *map(int, b)) for b in a]
+        assert int(sums.sum()) == programs.QUEENS[n]
