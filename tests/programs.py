@@ -8,6 +8,7 @@ runs of ``queens_nb`` pay for importing numba in their leaves.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import itertools
 import os
@@ -42,6 +43,23 @@ def fib_depth3(n):
     if n < 2:
         return n
     a, b = sync(fib_depth3(n - 1), fib_depth3(n - 2))
+    return a + b
+
+
+GC_SEEN: list = []     # gc.isenabled() in the frames that ran here, on the root
+
+
+@spawn(depth=2)
+def fib_noting_gc(n, fail=False):
+    """fib, noting whether the garbage collector runs in its frames above the spawn
+    depth (those run on the root during the expansion's passes); ``fail``: the top
+    raises after its children are in."""
+    if n < 2:
+        return n
+    GC_SEEN.append(gc.isenabled())
+    a, b = sync(fib_noting_gc(n - 1), fib_noting_gc(n - 2))
+    if fail:
+        raise ValueError(f"the top of fib({n}) fails after its sync")
     return a + b
 
 

@@ -301,3 +301,32 @@ def test_a_leaf_loads_none_of_the_roots_modules():
     leaves = [p["pid"] for p in report.stats["processes"] if p["role"] == "leaf"]
     assert pid in leaves
     assert loaded == []
+
+
+# --- the root's garbage collector -------------------------------------------------------
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_root_collects_garbage_again_after_a_run(rt, fail):
+    """The root's passes over the top run with the cyclic collector paused, and the
+    drive keeps the first pass's objects frozen out of its sight (dac.expansion,
+    dac.driving); both end with the run, whether it returns or raises."""
+    import gc
+    programs.GC_SEEN.clear()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    if fail:
+        with pytest.raises(dac.TaskError, match="fails after its sync"):
+            rt.run(programs.fib_noting_gc, 12, True)
+    else:
+        assert rt.run(programs.fib_noting_gc, 12) == 144
+    # frames at depth 0 and 1 ran here, paused, pass after pass
+    assert len(programs.GC_SEEN) >= 3 and not any(programs.GC_SEEN)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_a_plain_task_payload_is_the_same_bytes_as_its_task_call():
+    from dac import task_call
+    from dac.task_call import TaskCall
+    for args in [(1, 2.5, "x", b"y", None, True), (), (2**70, -1)]:
+        call = TaskCall(7, "f#0", 3, args, {})
+        plain = task_call.write_plain(7, "f#0", 3, args, {})
+        assert plain == task_call.write(call, "a test call")
+        assert task_call.read(plain) == call
