@@ -41,6 +41,8 @@ def drive(sched: Scheduler, exp: Expansion, fn: SpawnFunction, args: tuple, kwar
     a job begun); returns ``(value, passes)``. ``streamed``: the first pass's tasks were
     sent while it ran (``open_stream`` called already). ``progress``: a
     ``dac.progress.Progress`` told of the tasks sent and the results taken."""
+    if gc.get_freeze_count():       # the program froze objects itself: left as it was
+        return _drive(sched, exp, fn, args, kwargs, root_helps, streamed, progress)
     gc.freeze()         # the first pass's objects: see _drive
     try:
         return _drive(sched, exp, fn, args, kwargs, root_helps, streamed, progress)

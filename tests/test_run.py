@@ -330,3 +330,18 @@ def test_a_plain_task_payload_is_the_same_bytes_as_its_task_call():
         plain = task_call.write_plain(7, "f#0", 3, args, {})
         assert plain == task_call.write(call, "a test call")
         assert task_call.read(plain) == call
+
+
+def test_objects_the_program_froze_stay_frozen_through_a_run(rt):
+    import gc
+    marker = [["a list the program froze"]]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert rt.run(programs.fib_noting_gc, 10) == 55
+        # a frozen object is outside the collector's generations (gc.get_objects)
+        assert not any(o is marker for o in gc.get_objects())
+        assert 0 < gc.get_freeze_count() <= frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
+    assert any(o is marker for o in gc.get_objects())

@@ -52,6 +52,7 @@ from stealing.tree.tasks import Blob, Result, Task, is_split
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm
 
+
 class Phase(enum.Enum):
     """Where a leaf is in the job: it counts idle time and asks for work only while
     ``WORKING``; ``FAILED`` waits to be stopped; nothing is sent once ``STOPPED``."""
