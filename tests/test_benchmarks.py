@@ -38,6 +38,23 @@ def test_peers_runs_every_way_with_the_right_count():
 
 
 
+def test_gpu_nqueens_runs_in_the_simulator_with_the_right_counts():
+    code, out, err = run_benchmark("benchmarks/gpu_nqueens.py", "--n", "7", "8",
+                                   "--simulate", "--depth", "2", "--gpu-depths", "3",
+                                   "--run-depth", "2", "--repeat", "1", timeout=600)
+    assert code == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    assert [r["n"] for r in report["rates"]] == [7, 8]
+    assert all(r["cpu_rate"] > 0 and r["gpu_rate"] > 0 for r in report["rates"])
+    # the boards of N = 8: 42 at depth 2, 140 at depth 3 (each counted to 92)
+    assert {(g["depth"], g["boards"]) for g in report["gpu_alone"]} == {(2, 42), (3, 140)}
+    names = [r["name"] for r in report["runs"]]
+    assert names[0] == "GPU leaf + 1 CPU leaf" and names[2].endswith("CPU leaves")
+    for run in report["runs"]:
+        assert run["tasks"] == 42 and len(run["times"]) == 1
+    assert report["runs"][2]["gpu_tasks"] == 0 and report["runs"][2]["largest_batch"] is None
+
+
 def test_a_ctrl_c_on_peers_last_dac_down_still_takes_the_tree_down(tmp_path):
     """peers.py ends with ``dac down``; a Ctrl-C landing on it cut it short and the
     warm tree outlived the benchmark (CI: its processes left after the Ctrl-C test)."""
