@@ -10,8 +10,9 @@ leaf's CPU, into the boards a level or two further down until there are ``FILL``
 them (``nqueens_kernels.split_boards``: about 20 ns a board), and their counts are
 summed back per board. So the root sends tasks of a few thousand boards (N = 18:
 3,420 of depth 3), the CPU leaves solve them whole, and the device still gets the
-hundreds of thousands of threads it needs to be full: the root makes and ships a task
-in about 25 us, and 321,700 tasks of depth 5 kept the device waiting for them.
+hundreds of thousands of threads it needs to be full: the root writes and ships each
+task itself, and 321,700 tasks of depth 5 kept the device waiting for them
+(docs/gpu.md).
 
 numba.cuda is imported on the first call, inside a GPU leaf: the root and the routers
 import this module but never touch CUDA (a process holding a CUDA context must not
@@ -26,15 +27,15 @@ THREADS = 128           # threads per block
 FILL = 150_000          # boards a launch is split into at least (a few per CUDA core)
 SIM_FILL = 64           # ... under numba's CUDA simulator, which runs threads in Python
 
+# a batch is as large as the leaf was given: small launches near the end are expected
+warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
+
 
 def count_batch(n, cols, d1, d2):
     """Completions of each board of a batch (arrays of equal length) on the GPU."""
     from nqueens_cuda import kernel
     from nqueens_kernels import split_boards
     from numba import config, cuda
-
-    # a batch is as large as the leaf was given: small ones near the end are expected
-    warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
     arrays = [np.ascontiguousarray(a, dtype=np.int64) for a in (n, cols, d1, d2)]
     size = arrays[0].size
     if size == 0:

@@ -86,9 +86,6 @@ def count_all(n):
     return count_from(n, 0, 0, 0)
 
 
-
-
-
 @njit(cache=True)
 def _free(full, cols, d1, d2):
     """Squares free in the next row: how many children a board has."""
