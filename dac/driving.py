@@ -14,7 +14,6 @@ other result: fib with 2584 tasks lost a fifth of its speed to it).
 
 from __future__ import annotations
 
-import gc
 import time
 import traceback
 from typing import TYPE_CHECKING, Any
@@ -41,21 +40,6 @@ def drive(sched: Scheduler, exp: Expansion, fn: SpawnFunction, args: tuple, kwar
     a job begun); returns ``(value, passes)``. ``streamed``: the first pass's tasks were
     sent while it ran (``open_stream`` called already). ``progress``: a
     ``dac.progress.Progress`` told of the tasks sent and the results taken."""
-    if gc.get_freeze_count():       # the program froze objects itself: left as it was
-        return _drive(sched, exp, fn, args, kwargs, root_helps, streamed, progress)
-    gc.freeze()         # the first pass's objects: see _drive
-    try:
-        return _drive(sched, exp, fn, args, kwargs, root_helps, streamed, progress)
-    finally:
-        gc.unfreeze()
-
-
-def _drive(sched: Scheduler, exp: Expansion, fn: SpawnFunction, args: tuple,
-           kwargs: dict, root_helps: bool, streamed: bool,
-           progress: Progress | None) -> tuple[Any, int]:
-    """``drive``'s loop, with the first pass's objects (a few per task: futures, paths,
-    payloads, all kept to the job's end) out of the collector's sight: its collections,
-    set off by the results and messages coming in, scanned them all again and again."""
     counts = progress or _NoProgress
     if not streamed:
         sched.open_stream()

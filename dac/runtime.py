@@ -11,6 +11,7 @@ process of the tree before the error reaches the caller.
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import socket
@@ -366,14 +367,21 @@ class Runtime:
                     kwargs: dict) -> RunReport:
         sf, args = as_call(fn, args)          # a bound method: its instance goes first
         t0, wall0 = time.perf_counter(), time.time()
-        exp, streamer = self._first_pass(sf, args, kwargs)
-        done, value = exp.first
-        passes = 1
-        stats_list: list[dict] = []
-        startup = 0.0
-        if not done:
-            value, passes, stats_list, startup = self._solve(sf, args, kwargs, exp,
-                                                             streamer)
+        # the passes over the top freeze what they leave alive (Expansion.run_pass),
+        # unless the program froze objects itself: that is left as it was
+        freeze = gc.get_freeze_count() == 0
+        try:
+            exp, streamer = self._first_pass(sf, args, kwargs, freeze)
+            done, value = exp.first
+            passes = 1
+            stats_list: list[dict] = []
+            startup = 0.0
+            if not done:
+                value, passes, stats_list, startup = self._solve(sf, args, kwargs, exp,
+                                                                 streamer)
+        finally:
+            if freeze:
+                gc.unfreeze()
         elapsed = time.perf_counter() - t0
         if self.timeline is not None and stats_list:
             self._write_timeline(self.timeline, stats_list, wall0, _call_title(sf, args))
@@ -388,12 +396,12 @@ class Runtime:
         self.report.hand_over()
         return self.report
 
-    def _first_pass(self, sf: SpawnFunction, args: tuple,
-                    kwargs: dict) -> tuple[Expansion, _Streamer | None]:
+    def _first_pass(self, sf: SpawnFunction, args: tuple, kwargs: dict,
+                    freeze: bool) -> tuple[Expansion, _Streamer | None]:
         """The first pass over the top of the recursion, and the streamer that sent
         its tasks, if any. On a tree already running, tasks go out while the root is
         still finding them; a fresh tree is spawned only after the first pass (bad
-        arguments fail first)."""
+        arguments fail first). ``freeze``: see ``Expansion.run_pass``."""
         target = self._task_target()
         streamer = None
         if self.scheduler is None:
@@ -408,7 +416,7 @@ class Runtime:
             self.scheduler.begin_job()
             streamer = _Streamer(self.scheduler, target, fixed is not None)
         try:
-            exp = choose_depth(sf, args, kwargs, target, fixed, streamer, top)
+            exp = choose_depth(sf, args, kwargs, target, fixed, streamer, top, freeze)
             if streamer is not None:
                 streamer.check()
         except BaseException as exc:
