@@ -206,13 +206,9 @@ class Expansion:
         sf, args, kwargs = call
         tid = len(self.tasks)
         fingerprint = _fingerprint(args, kwargs, path)    # a tuple: scalars
-        script = None
-        if type(fingerprint) is tuple and self.top_target is None:
-            payload: Blob = task_call.write_plain(tid, sf.key, depth, args, kwargs)
-        else:
-            payload, script = task_call.write_noting(
-                TaskCall(tid, sf.key, depth, args, kwargs, None, *self._top_grain()),
-                Lazy("an argument of", call), type(fingerprint) is tuple)
+        payload, script = task_call.write_noting(
+            TaskCall(tid, sf.key, depth, args, kwargs, None, *self._top_grain()),
+            Lazy("an argument of", call), type(fingerprint) is tuple)
         self._check(path, sf, fingerprint, call)
         task = Task(tid, path, sf, payload, call, script)
         self.tasks[path] = task

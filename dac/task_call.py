@@ -10,12 +10,11 @@ leaf unpickles thousands a second.
 
 from __future__ import annotations
 
-import pickle
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stealing.tree.tasks import Blob, TaskId
 
-from .serialize import PROTOCOL, dumps, dumps_payload, loads
+from .serialize import dumps, dumps_payload, loads
 
 if TYPE_CHECKING:
     from .spawn import SpawnFunction
@@ -74,14 +73,6 @@ def read(payload: Blob) -> TaskCall:
 def write(call: TaskCall, what: Any) -> Blob:
     """The payload of ``call``; ``what`` describes it if pickling fails."""
     return dumps(call.wire(), what)
-
-
-def write_plain(tid: TaskId, key: str, depth: int, args: tuple, kwargs: dict) -> bytes:
-    """The payload of a call by key whose arguments are all scalars (ints, floats,
-    strings, bytes, None): ``write``'s bytes, without building the ``TaskCall`` or
-    looking for buffers and script objects that scalars cannot hold (the root writes
-    one per task of its pass: 0.8 us where ``write_noting`` took 1.7)."""
-    return pickle.dumps((tid, key, depth, args, kwargs), PROTOCOL)
 
 
 def write_noting(call: TaskCall, what: Any,

@@ -327,8 +327,8 @@ def test_a_plain_task_payload_is_the_same_bytes_as_its_task_call():
     from dac.task_call import TaskCall
     for args in [(1, 2.5, "x", b"y", None, True), (), (2**70, -1)]:
         call = TaskCall(7, "f#0", 3, args, {})
-        plain = task_call.write_plain(7, "f#0", 3, args, {})
-        assert plain == task_call.write(call, "a test call")
+        plain, script = task_call.write_noting(call, "a test call", True)
+        assert plain == task_call.write(call, "a test call") and script is None
         assert task_call.read(plain) == call
 
 
