@@ -13,7 +13,10 @@ starts with nothing and gets work only by splitting running tasks.
 (1.0: every leaf slept all the time.) Waking from a sleep costs CPU too, so on a
 machine with few cores the efficiency has a ceiling below 1, measured in the same run:
 as many plain processes as leaves, each sleeping its equal share of the nodes (no MPI,
-no dac, no stealing); the benchmark prints it and dac's efficiency over it. Measured on three shapes: the default tree
+no dac, no stealing); the benchmark prints it and dac's efficiency over it. The tree
+has a limit of its own too: its first levels and its last cannot keep every leaf busy,
+whatever the scheduler; the benchmark prints the efficiency of a schedule with no
+overhead (``tree_bound``) and dac's over it. Measured on three shapes: the default tree
 (routers only above 95 leaves: ``branches = 4``, ``min_procs = 24``), the thesis'
 (``branches = 2``, ``min_procs = 2``: about one router per leaf) and a flat one
 (``min_procs`` large enough that the root spawns every leaf itself). After each
@@ -69,6 +72,37 @@ def count(seed, depth, index, limit, p) -> int:
     return n
 
 
+def tree_bound(leaves: int, seed: int, p: float, limit: int) -> float:
+    """The tree's own limit on ``leaves`` leaves: the efficiency of a schedule with no
+    overhead at all (no messages, no start, no wake-up), where every step of ``ms``
+    runs the ready nodes with the longest path below them first, up to one a leaf
+    (for nodes of equal length on an out-tree, highest level first is an optimal
+    list schedule). A node's children are ready only once it has slept, so the first
+    steps and the last ones cannot fill every leaf: on 256 leaves the 29,067-node
+    tree of ``--p 0.74 --limit 22`` allows at most 0.91, whatever the scheduler."""
+    import heapq                                # lazy: only the benchmark's bound
+    kids: dict[tuple[int, int], tuple] = {}
+    order, stack = [], [(0, 0)]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        d, i = node
+        kids[node] = ((d + 1, 2 * i), (d + 1, 2 * i + 1)) \
+            if d < limit and has_children(seed, d, i, p) else ()
+        stack += kids[node]
+    height: dict[tuple[int, int], int] = {}
+    for node in reversed(order):
+        height[node] = 1 + max((height[k] for k in kids[node]), default=0)
+    ready, steps = [(-height[(0, 0)], (0, 0))], 0
+    while ready:
+        running = [heapq.heappop(ready)[1] for _ in range(min(leaves, len(ready)))]
+        for node in running:
+            for kid in kids[node]:
+                heapq.heappush(ready, (-height[kid], kid))
+        steps += 1
+    return len(order) / leaves / steps
+
+
 def _sleeper(seed: int, share: int, ms: float, go, done) -> None:
     """One process of the ceiling: ``share`` nodes' work (the hash and the sleep)."""
     go.wait()
@@ -116,9 +150,11 @@ def main() -> int:
     args = ap.parse_args()
     nodes = count(args.seed, 0, 0, args.limit, args.p)
     ideal = nodes * args.ms / 1000.0 / args.leaves
+    bound = tree_bound(args.leaves, args.seed, args.p, args.limit)
     print(f"tree: {nodes} nodes (seed {args.seed}, p {args.p}, depth <= {args.limit}), "
           f"{args.ms} ms each: {nodes * args.ms / 1000:.1f} s of sleep, "
-          f"{ideal:.2f} s per leaf on {args.leaves} leaves")
+          f"{ideal:.2f} s per leaf on {args.leaves} leaves; the tree's own bound "
+          f"(no overhead, longest path first): efficiency {bound:.3f}")
     shapes = {"default": {}, "thesis": {"branches": 2, "min_procs": 2},
               "flat": {"min_procs": 4 * args.leaves}}
     shapes = {k: v for k, v in shapes.items() if not args.shape or k in args.shape}
@@ -152,6 +188,8 @@ def main() -> int:
         if top:
             print(f"{name:8s} efficiency / ceiling: "
                   f"{', '.join(f'{r[0] / top:.2f}' for r in rs)}")
+        print(f"{name:8s} efficiency / the tree's bound: "
+              f"{', '.join(f'{r[0] / bound:.2f}' for r in rs)}")
         print(f"{name:8s} ({rs[0][2]} routers): efficiency min {effs[0]:.2f} median "
               f"{statistics.median(effs):.2f} max {effs[-1]:.2f}; start-up "
               f"{', '.join(f'{r[5]:.1f}' for r in rs)} s; elapsed "

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import simulate
-from sleep_scale import count, startup_steps
+from sleep_scale import count, startup_steps, tree_bound
 
 from stealing.tree import policy as policy_module
 
@@ -103,3 +103,19 @@ def test_sleep_scale_reports_the_median_leafs_start_up_steps():
     assert startup_steps(stats) == ("launch and interpreter 2.00 / MPI_Init 5.00 / "
                                     "INIT 0.01 / imports 0.50 / ready 7.00")
     assert startup_steps({"processes": [{"role": "leaf"}]}) == "not recorded"
+
+
+def test_the_sleep_trees_own_bound_is_a_schedule_without_overhead():
+    """``sleep_scale.tree_bound``: the efficiency of the best list schedule with no
+    overhead, one step a level's sleep. A complete binary tree of 3 levels (7 nodes,
+    p = 1) takes 7 steps on 1 leaf (1.0), 4 on 2 leaves (1, 2, then 4 nodes in two
+    steps: 7 / 2 / 4) and 3 on 4; a tree of one node keeps 1 leaf of 8 busy."""
+    assert tree_bound(1, 7, 1.0, 2) == 1.0
+    assert tree_bound(2, 7, 1.0, 2) == 7 / 2 / 4
+    assert tree_bound(4, 7, 1.0, 2) == 7 / 4 / 3
+    assert tree_bound(8, 7, 0.0, 5) == 1 / 8
+    nodes = count(7, 0, 0, 22, 0.74)
+    assert tree_bound(1, 7, 0.74, 22) == 1.0
+    # the tree of the 128- and 256-leaf runs: what no scheduler can beat there
+    assert round(tree_bound(128, 7, 0.74, 22), 3) == round(nodes / 128 / 237, 3) == 0.958
+    assert round(tree_bound(256, 7, 0.74, 22), 3) == 0.908
