@@ -542,11 +542,33 @@ def test_retry_wakes_once_per_dry_spell():
     assert policy.retry_in() is None
 
 
+def test_splits_are_asked_of_the_busy_children_in_turn():
+    """Rule: an idle child's split goes to the busy children in turn, from the one
+    after the last asked, not again to the one that holds the most tasks (a count of
+    tasks handed over says nothing of the work left in them: the same leaves were
+    split again and again for smaller pieces; simulated 32-leaf sleep tree 0.85 to
+    0.91). Leaf 0 gave a split and still holds the most: the next goes to leaf 1,
+    then leaf 2 (leaf 3 asks), then leaf 0 again."""
+    policy = root([("leaf", 1, 5), ("leaf", 1, 5), ("leaf", 1, 5), ("leaf", 1, 5)])
+    policy.on_tasks([job(i) for i in range(20)])
+    policy.on_child_results(1, 2, 0)
+    policy.on_child_results(2, 3, 0)
+    assert outstanding(policy) == [5, 3, 2, 5]
+    assert policy.on_child_results(3, 5, 5, idle=True) == [AskSplit(0, 5)]
+    s1, s2 = spawn((0,), 1), spawn((1,), 1)
+    assert policy.on_split_answer(0, [s1]) == [Give(3, [s1])]
+    assert policy.on_child_results(3, 1, 5, idle=True) == [AskSplit(1, 5)]
+    assert policy.on_split_answer(1, [s2]) == [Give(3, [s2])]
+    assert policy.on_child_results(3, 1, 5, idle=True) == [AskSplit(2, 5)]
+    assert policy.on_split_answer(2, []) == [AskSplit(0, 5)]
+    assert steals(policy) == counts(steals_split=2)
+
+
 def test_a_dry_child_is_passed_over_for_another_busy_one():
     policy = root([("leaf", 1, 5), ("leaf", 1, 5), ("leaf", 1, 5)])
     policy.on_tasks([job(i) for i in range(15)])
     assert policy.on_child_results(1, 3, 0) == []
-    assert policy.on_child_results(2, 5, 5, idle=True) == [AskSplit(0, 5)]  # the busiest
+    assert policy.on_child_results(2, 5, 5, idle=True) == [AskSplit(0, 5)]  # 1st in turn
     assert policy.on_split_answer(0, []) == [AskSplit(1, 5)]
     stolen = [job(8), job(9)]
     assert policy.on_split_answer(1, stolen) == [Give(2, stolen)]
@@ -754,7 +776,7 @@ def test_counters_add_up_over_a_round_with_splits():
     assert step(policy.on_tasks(t[8:10])) == [Give(2, [t[8]])]    # after remote
     assert step(policy.on_child_results(2, 1, 2, idle=True)) == [Give(2, [t[9]])]
     assert step(policy.on_child_results(0, 1, 2, idle=True)) == [AskParent([], 12)]
-    assert step(policy.on_nomore()) == [AskSplit(1, 2)]      # leaf 1 is the first busiest
+    assert step(policy.on_nomore()) == [AskSplit(1, 2)]      # the first busy leaf
     # two leaves wait and only one can be split: the router asks across as well
     assert step(policy.on_child_results(2, 1, 2, idle=True)) == [AskParent([], 12, True)]
     # leaf 1 splits three spawns off task 7 for leaves 0 and 2 (one left in the pool)
@@ -765,9 +787,10 @@ def test_counters_add_up_over_a_round_with_splits():
     assert outstanding(policy) == [1, 1, 1]               # its own spawn: not counted
     # leaf 0 returns s1's result (routed to leaf 1); nothing left to split
     assert policy.route([(s1[0], "r1")]) == ([], [Route(1, [(s1[0], "r1")])])
-    assert step(policy.on_child_results(0, 1, 2, idle=True)) == [AskSplit(1, 2)]
-    assert step(policy.on_split_answer(1, [])) == [AskSplit(2, 2)]
-    assert step(policy.on_split_answer(2, [])) == []      # its idle request is out
+    # in turn: leaf 1 was asked last, so leaf 2 first, then leaf 1
+    assert step(policy.on_child_results(0, 1, 2, idle=True)) == [AskSplit(2, 2)]
+    assert step(policy.on_split_answer(2, [])) == [AskSplit(1, 2)]
+    assert step(policy.on_split_answer(1, [])) == []      # its idle request is out
     # nothing outside either, but leaves 1 and 2 still hold work: leaf 0 is parked
     assert step(policy.on_nomore()) == [] and policy.children[0].split_wait
     # leaf 2 is done too; leaf 1 still runs task 7
@@ -888,9 +911,10 @@ def woken_at_the_root():
     assert policy.on_tasks(t) == [Give(0, [t[0]]), Give(1, [t[1]]), Give(2, [t[2]])]
     assert policy.on_child_results(2, 1, 1, idle=True) == [AskSplit(0, 1)]
     assert policy.on_split_answer(0, [s1]) == [Give(2, [s1])]
-    assert policy.on_child_results(1, 1, 1, idle=True) == [AskSplit(0, 1)]
-    assert policy.on_split_answer(0, []) == [AskSplit(2, 1)]
-    assert policy.on_split_answer(2, []) == []
+    # the busy leaves are asked in turn: leaf 0 was the last, so leaf 2 is first now
+    assert policy.on_child_results(1, 1, 1, idle=True) == [AskSplit(2, 1)]
+    assert policy.on_split_answer(2, []) == [AskSplit(0, 1)]
+    assert policy.on_split_answer(0, []) == []
     assert policy.on_child_results(0, 0, 1, idle=True) == []    # at sync
     assert outstanding(policy) == [1, 0, 1]
     assert not policy.children[0].splittable(0.0)          # idle: nothing to split
