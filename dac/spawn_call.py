@@ -33,7 +33,7 @@ from .context import SerialContext
 from .context import current as _current
 from .context import set_current as _set_current
 from .future import _PENDING, Done
-from .stealable import Entry, StealableContext
+from .stealable import WIDE, Entry, StealableContext
 
 if TYPE_CHECKING:
     from .spawn import SpawnFunction
@@ -51,7 +51,8 @@ def _dac_spawn({params}):
     if _dac_ctx.__class__ is _dac_Stealable:
         _dac_ctx.countdown -= 1
         if _dac_ctx.countdown > 0 and not _dac_sf.grain_fixed:
-            if _dac_ctx.level < _dac_ctx.horizon:
+            if _dac_ctx.level < _dac_ctx.horizon and (_dac_ctx.level <= _dac_ctx.open_to
+                                                      or len(_dac_ctx.deque) < _dac_WIDE):
                 _dac_f = _dac_new(_dac_Entry)
                 _dac_f._value = _dac_PENDING
                 _dac_f._call = (_dac_sf, {args}, {kwargs})
@@ -209,7 +210,7 @@ def function_of(sf: SpawnFunction) -> FunctionType:
             "_dac_current": _current, "_dac_set": _set_current,
             "_dac_Serial": SerialContext, "_dac_Stealable": StealableContext,
             "_dac_new": _new, "_dac_Done": Done, "_dac_Entry": Entry,
-            "_dac_PENDING": _PENDING, "_dac_D": UNSET}
+            "_dac_PENDING": _PENDING, "_dac_D": UNSET, "_dac_WIDE": WIDE}
         exec(_FORWARDER, space)
         function = sf.__dict__["function"] = space["_dac_spawn"]
         function.__dac_spawn__ = sf

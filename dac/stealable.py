@@ -16,7 +16,17 @@ an entry while it is made less than ``HORIZON`` levels below its task's top call
 (``horizon``, a level of this leaf's stack); deeper, it is a plain call, as in the
 serial elision. The deque then holds the unstarted siblings along the top of the
 running path: the oldest, the shallowest, is the biggest piece a thief can get, and a
-task a thief takes has top levels of its own. When a thief asks and the deque is empty
+task a thief takes has top levels of its own. Below the task's top call, a spawn
+above the horizon is an entry only while the deque holds fewer than ``WIDE`` entries
+(the top call's own spawns always are): in a wide tree the top ``HORIZON`` levels hold
+thousands of calls (N-Queens 12: 12, then about 10, 8, 6 a node), each of them an
+entry, where a deque of a few shallow entries is all thieves need; a binary tree's
+holds one a level, as before. On 2 leaves (``work_first.py --small``, three
+interleaved pairs): N-Queens 12 1.48-1.63x its elision against 1.25-1.48x, the leaves'
+CPU 1.21-1.29x the elision's against 1.32-1.47x; Langford 11 1.84-1.88x against
+1.62-1.74x (CPU 1.05-1.08x against 1.12-1.21x); fib, UTS T3 and the comb within their
+spread; N-Queens 12's default 1.05x the best ``depth=`` against 1.22x (one run each).
+When a thief asks and the deque is empty
 (the leaf runs a plain call below the horizon), every spawn is an entry (``EVERY``)
 until a poll ``POLL_S`` later pays the thief from those made meanwhile (``_due``):
 the spawns of the running call, and of its callers as they return; the thief gets the
@@ -72,6 +82,7 @@ if TYPE_CHECKING:
 
 KEEP = 2            # entries the deque keeps on a leaf alone (see the docstring)
 HORIZON = 4         # levels of each task whose spawns are entries, on a leaf with peers
+WIDE = 8            # ... below the task's top call, while the deque holds fewer entries
 EVERY = sys.maxsize     # a horizon below every level: every spawn an entry
 SLOW = 32           # spawns between two polls (2 ms) at or under which each is an entry
 MAX_GRAIN_DEPTH = 48    # as the root's automatic depth (dac.expansion.MAX_AUTO_DEPTH)
@@ -189,6 +200,11 @@ class StealableContext:
         # pushes it itself); -1 on a leaf alone, which keeps ``keep`` entries instead
         self.horizon = -1
         self.top_horizon = -1           # ... where the running task's top puts it
+        # a spawn at this level or above is an entry whatever the deque holds (the
+        # running task's top call's own spawns; every level where every spawn is an
+        # entry); deeper, above the horizon, only while the deque holds fewer than
+        # ``WIDE`` entries
+        self.open_to = -1
         # the context a task runs in below the horizon, on a leaf with peers: a serial
         # one (a spawn there is the elision's plain call: no count, no level) that the
         # ticker's tick turns back into this one (``_tick``); this one itself while
@@ -217,8 +233,9 @@ class StealableContext:
         run: SpawnFunction | Grain = sf
         if sf.grain_fixed and not self.serial:  # (below a call at its grain: plain)
             run = self._grain_of(sf, args, kwargs)
-        if self.serial and sf.grain_fixed or self.full and self.level >= self.horizon \
-                and not (self.eager and sf.grain_fixed):
+        if self.serial and sf.grain_fixed or self.full and (
+                self.level >= self.horizon or self.level > self.open_to
+                and len(self.deque) >= WIDE) and not (self.eager and sf.grain_fixed):
             self.level += 1
             try:
                 return done(run.fn(*args, **kwargs))
@@ -469,7 +486,7 @@ class StealableContext:
         ``grain``: the grain depth a worker fixed for the run."""
         saved_state, saved_base, saved_depth = context.current(), self.base, self.depth
         saved_level, saved_origin, saved_serial = self.level, self.origin, self.serial
-        saved_horizon, saved_top = self.horizon, self.top_horizon
+        saved_horizon, saved_top, saved_open = self.horizon, self.top_horizon, self.open_to
         outer = saved_state is not self     # not a task run while another one waits
         sf.ready()                          # (its clone written before the clock runs)
         if outer and self.eager and ticker.start(    # (armed by _place_horizon below)
@@ -501,6 +518,7 @@ class StealableContext:
         finally:
             self.level, self.origin, self.serial = saved_level, saved_origin, saved_serial
             self.horizon, self.top_horizon = saved_horizon, saved_top
+            self.open_to = saved_open
             context.undeeper()
             context.set_current(saved_state)
             self.base, self.depth = saved_base, saved_depth
@@ -590,11 +608,12 @@ class StealableContext:
         if not self.eager:
             return
         if self.owed or self.interval <= SLOW:
-            self.horizon = EVERY
+            self.horizon = self.open_to = EVERY
             if self.below is not self:  # no level below the horizon: every spawn
                 ticker.pause()          # polls by its count, no signal needed
         else:
             self.horizon = self.top_horizon
+            self.open_to = self.top_horizon - HORIZON
             if self.below is not self:
                 ticker.resume(POLL_S)
 

@@ -304,6 +304,15 @@ def sync_mistake(form: str):
 
 
 @spawn(depth=0)
+def fan_tree(width: int, depth: int) -> int:
+    """A tree ``width`` wide at every level, ``depth`` deep, each child spawned:
+    returns its leaves, ``width ** depth``."""
+    if depth == 0:
+        return 1
+    return sum(sync([fan_tree(width, depth - 1) for _ in range(width)]))
+
+
+@spawn(depth=0)
 def binary(depth: int) -> int:
     """A binary tree ``depth`` deep, both halves spawned: returns 2**depth."""
     if depth == 0:

@@ -244,6 +244,29 @@ def test_a_leaf_with_peers_makes_entries_only_at_the_top_of_a_task():
     assert ctx.seq == 14
 
 
+def test_a_wide_task_makes_entries_only_while_its_deque_is_short():
+    """Below the task's top call, a spawn above the horizon is an entry only while the
+    deque holds fewer than ``WIDE`` entries: a tree 10 wide made every one of the
+    11,110 spawns of its top 4 levels an entry (N-Queens 12 on 2 leaves spent a fifth
+    more CPU than with the root's pool at ``depth=1``); the top call's own spawns all
+    are (a thief's biggest pieces), and a binary tree, whose deque holds one entry a
+    level, keeps its 30."""
+    from dac.stealable import WIDE, StealableContext
+    assert WIDE == 8
+    ctx = _warm(StealableContext(_Peer()))
+    assert ctx.run_task(spawn_function(nest.fan_tree), (10, 4), {}, 0, False) == 10 ** 4
+    assert 10 < ctx.seq < 1110          # of 11,110 (496-552: the count of spawns
+    #                                     between two polls varies with the clock)
+    ctx = _warm(StealableContext(_Peer()))
+    peak = []
+    assert ctx.run_task(spawn_function(nest.fan_and_watch), (20, ctx, peak), {}, 0,
+                        False) == 190
+    assert max(peak) == 20                          # the top call's: all entries
+    ctx = _warm(StealableContext(_Peer()))
+    assert ctx.run_task(spawn_function(nest.fan_tree), (2, 10), {}, 0, False) == 1024
+    assert ctx.seq == 30
+
+
 def test_slow_spawns_are_all_entries():
     """Spawns a millisecond apart are entries at any depth: beside the work between
     them an entry costs nothing, and thieves find all of it (a tree of naps)."""

@@ -546,9 +546,9 @@ class StealPolicy:
 
         The busy children are asked in turn, from the one after the last asked
         (``split_next``), not the one holding the most tasks: ``outstanding`` counts
-        the tasks handed to a child, not the work left in them (a leaf that took two
-        one-node splits looked busier than one deep in a subtree of thousands), and
-        ties went to the lowest number, so the same few leaves were split again and
+        the tasks handed to a child, not the work left in them (a leaf handed two
+        one-node splits counts two, one running a subtree of thousands counts one),
+        and ties went to the lowest number, so the same few leaves were split again and
         again, each time for smaller pieces. In turn, each split takes the
         shallowest spawns of another running subtree. Simulated sleep trees
         (``benchmarks/simulate.py``, default shape): 32 leaves 0.850 to 0.910, 128
