@@ -200,11 +200,7 @@ class StealableContext:
         # pushes it itself); -1 on a leaf alone, which keeps ``keep`` entries instead
         self.horizon = -1
         self.top_horizon = -1           # ... where the running task's top puts it
-        # a spawn at this level or above is an entry whatever the deque holds (the
-        # running task's top call's own spawns; every level where every spawn is an
-        # entry); deeper, above the horizon, only while the deque holds fewer than
-        # ``WIDE`` entries
-        self.open_to = -1
+        self.open_to = -1               # a spawn at or above it: an entry past WIDE too
         # the context a task runs in below the horizon, on a leaf with peers: a serial
         # one (a spawn there is the elision's plain call: no count, no level) that the
         # ticker's tick turns back into this one (``_tick``); this one itself while
