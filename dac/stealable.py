@@ -418,6 +418,8 @@ class StealableContext:
         self.countdown = self.interval
         if self.owed and self.deque and self._due(now):   # what spawns made since
             self._pay()
+        if self.below is not self:
+            ticker.take_rings()         # the rings of the messages read now
         if self.worker.poll():
             self.missed = 0
         elif rung or self.missed:       # rung, but MPI shows no message yet
@@ -431,10 +433,20 @@ class StealableContext:
 
     def _tick(self, rung: bool) -> None:
         """The ticker's tick or the parent's ring (``dac.ticker``): a task that
-        runs below the horizon comes back to this context, whose next spawn polls."""
-        if context.current() is self.below and self.below is not self:
-            self.woken()
-            self.rung = rung
+        runs below the horizon comes back to this context, whose next spawn polls.
+        A ring that finds the task in this context makes its next spawn poll: its
+        spawns are counted there, but it may go below the horizon before the count
+        runs out, where nothing but a signal wakes it, and the ring is spent (UTS T3
+        on 2 leaves: a third of the steals waited for the clock's next tick, 46-52
+        ms). Only the count: the spawn may come late (the task may be waiting at
+        ``sync``), which says nothing of how fast spawns come (``_poll``)."""
+        if self.below is not self:
+            now = context.current()
+            if now is self.below:
+                self.woken()
+                self.rung = rung
+            elif rung and now is self:
+                self.countdown = 0
 
     def woken(self) -> StealableContext:
         """Back from the serial context below the horizon: the next spawn polls."""
@@ -450,8 +462,9 @@ class StealableContext:
         run here as a scope (as ``_run_next`` runs an entry), whose own spawns are
         entries where thieves need them; the spawn counts towards the next poll.
         Then, unless every spawn is to be an entry (``EVERY``: a thief is owed work,
-        or spawns come slowly), the clone's frames go on as plain calls in the
-        context below the horizon, which the next tick wakes again."""
+        or spawns come slowly) or the parent rang meanwhile (the next spawn polls:
+        ``_tick``), the clone's frames go on as plain calls in the context below
+        the horizon, which the next tick wakes again."""
         self.countdown -= 1
         if self.countdown <= 0:
             self._poll()
@@ -467,9 +480,12 @@ class StealableContext:
         finally:
             self.base = saved
             self.level -= 1
-            if self.below is not self and self.horizon != EVERY:
-                clone.direct()
-                context.set_current(self.below)
+            if self.below is not self:
+                if self.horizon != EVERY and self.countdown > 0:
+                    clone.direct()
+                    context.set_current(self.below)
+                else:       # the clones' next spawn comes back here (a nested call
+                    clone.route()   # may have put them back): a ring came meanwhile
 
     # a task --------------------------------------------------------------------
     def run_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,

@@ -388,3 +388,56 @@ def slow_chain(levels: int, fd: int, seen: list) -> int:
 def one_more(x: int) -> int:
     """A task that spawns nothing (as a thief's task of one UTS node)."""
     return x + 1
+
+
+@spawn
+def ring_then_descend(levels: int, ring, worker, out: list, ctx) -> int:
+    """At the task's top (its leaf's own context ``ctx``, thousands of spawns before
+    its next poll by count, the last one just made) ``ring()`` the doorbell and wait
+    for the signal; then ``levels`` nested calls down, past the horizon, where plain
+    calls spin until the worker polls again (or half a second): ``out`` gets the
+    seconds from the end of that wait to the poll."""
+    if not out:
+        ctx.countdown = 1 << 12
+        polls = len(worker.polled)
+        ring()
+        time.sleep(0.01)            # the signal is taken here (the leaf's own context)
+        ctx.last_poll = time.perf_counter()     # as if it had just polled by count
+        out[:] = [ctx.last_poll, polls]
+    if levels:
+        return sync(ring_then_descend(levels - 1, ring, worker, out, ctx))
+    while len(worker.polled) == out[1] and time.perf_counter() - out[0] < 0.5:
+        one_more(0)                 # a plain call below the horizon
+    out[:] = [worker.polled[out[1]] - out[0] if len(worker.polled) > out[1] else None]
+    return 1
+
+
+
+@spawn
+def ring_when_routed(n: int, st: dict) -> int:
+    """A binary recursion ``n`` deep on a leaf with a doorbell (``st``: its context,
+    ``ring``, ``worker``). The first bottom call that runs in the leaf's own context
+    (a spawn of the fast clone, routed there after a tick woke the task below its
+    horizon) rings and waits for the signal, then returns to the clone's frames;
+    from then on the calls stop recursing once the worker polled or half a second
+    passed (``st["t"]``: when that call returned)."""
+    if "t" in st:
+        if len(st["worker"].polled) > st["polls"] or time.perf_counter() - st["t"] > 0.5:
+            return 0
+    elif n == 0 and _context_now() is st["ctx"]:
+        st["ring"]()
+        time.sleep(0.01)            # the signal is taken here (the leaf's own context)
+        st["ctx"].last_poll = time.perf_counter()   # as if it had just polled
+        st["polls"] = len(st["worker"].polled)
+        st["t"] = time.perf_counter()
+        return 1
+    if n == 0:
+        return 1
+    a = ring_when_routed(n - 1, st)
+    b = ring_when_routed(n - 1, st)
+    return sync(a) + sync(b)
+
+
+def _context_now():
+    from dac.context import current
+    return current()
