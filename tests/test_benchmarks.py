@@ -226,3 +226,18 @@ def test_a_thesis_benchmark_interrupted_says_so_in_one_line(tmp_path):
                           timeout=60)
     assert done.returncode == 130
     assert done.stderr == "figure_x: interrupted\n"
+
+
+def test_split_latency_pairs_every_split_of_a_quick_run():
+    """``benchmarks/split_latency.py`` on the small UTS tree: the right count, and a
+    delay for the splits its runs made (its trace folder removed after)."""
+    code, out, err = run_benchmark("benchmarks/split_latency.py", "--tree", "default",
+                                   "--repeat", "2")
+    assert code == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["correct"] is True and report["program"] == "UTS default"
+    assert len(report["runs"]) == 2
+    for run in report["runs"]:
+        assert run["splits"] >= 0 and run["max_ms"] >= run["median_ms"] >= 0
+    assert "UTS default:" in out and "splits, median" in out
+    assert not os.path.exists(report["traces"])

@@ -37,3 +37,32 @@ def test_trace_files_hold_every_process_messages(tmp_path):
     assert ("root", "take", "1", "BYE") in seen
     tasks = [ln for ln in lines if ln[1] == "root" and ln[2] == "send" and ln[4] == "TASKS"]
     assert tasks[0][5].startswith("Tasks(tasks=")    # lists show as their length (and ids)
+    from stealing.observe.trace import delivery_delays
+    down = [ln for ln in lines if ln[2] == "send" and ln[3] != "up" and ln[4] == "TASKS"]
+    delays = delivery_delays([ln for f in files for ln in f.read_text().splitlines()],
+                             "TASKS")
+    assert len(delays) == len(down) > 0         # every batch sent down was taken
+    assert all(0 <= d < 60 for d, _, _ in delays)
+    assert {who for _, _, who in delays} <= {"router/0", "router/1", "leaf/0/0",
+                                             "leaf/0/1", "leaf/1/0", "leaf/1/1"}
+
+
+def test_delivery_delays_pair_each_send_with_its_take_in_order():
+    """A message sent down is paired with its receiver's takes in order, whoever
+    wrote the lines first; one never taken is left out, and other tags and
+    messages going up are not counted."""
+    from stealing.observe.trace import delivery_delays
+    lines = [
+        "10.000000 root send 1 SPLIT Split(want=5)",
+        "10.000100 leaf/0 send up RESULTS Results(results=0, want=5)",
+        "10.050000 root send 1 SPLIT Split(want=3)",
+        "10.001000 router/0 send 2 SPLIT Split(want=1)",
+        "10.040000 leaf/1 take up SPLIT Split(want=5)",
+        "10.050500 leaf/1 take up SPLIT Split(want=3)",
+        "10.003000 leaf/0/2 take up SPLIT Split(want=1)",
+        "10.060000 root send 0 SPLIT Split(want=2)",     # the run ended first
+        "10.000200 root take 0 RESULTS Results(results=0, want=5)",
+    ]
+    got = [(round(d, 6), at, who) for d, at, who in delivery_delays(lines, "SPLIT")]
+    assert got == [(0.04, 10.0, "leaf/1"), (0.002, 10.001, "leaf/0/2"),
+                   (0.0005, 10.05, "leaf/1")]

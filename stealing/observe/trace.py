@@ -64,3 +64,33 @@ def _id(tid: object) -> str:
     if isinstance(tid, tuple) and len(tid) == 2 and isinstance(tid[0], tuple):
         return f"{'.'.join(map(str, tid[0]))}:{tid[1]}"
     return str(tid)
+
+
+def _path(who: str) -> tuple[int, ...]:
+    """The tree path of a trace's ``who``: () for the root, (1, 0) for ``leaf/1/0``."""
+    return tuple(int(p) for p in who.split("/")[1:])
+
+
+def delivery_delays(lines: list[str], tag: str) -> list[tuple[float, float, str]]:
+    """How long the messages ``tag`` (``"SPLIT"``) sent down the tree took from the
+    sender's send to the receiver's take, from the trace lines of a run's processes
+    (any order): ``[(delay s, sent at, receiver)]`` in the order sent. A send is
+    paired with its receiver's takes in order (MPI keeps a link's messages in order);
+    one not taken (the run ended first) is left out. How a thief's split that waited
+    for the victim's clock tick (50 ms) instead of its doorbell was found."""
+    sent: dict[tuple[int, ...], list[float]] = {}
+    taken: dict[tuple[int, ...], list[tuple[float, str]]] = {}
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 5 or parts[4] != tag:
+            continue
+        at, who, way, link = float(parts[0]), parts[1], parts[2], parts[3]
+        if way == "send" and link != "up":
+            sent.setdefault(_path(who) + (int(link),), []).append(at)
+        elif way == "take" and link == "up":
+            taken.setdefault(_path(who), []).append((at, who))
+    out = []
+    for path, times in sent.items():
+        for t0, (t1, who) in zip(sorted(times), sorted(taken.get(path, []))):
+            out.append((t1 - t0, t0, who))
+    return sorted(out, key=lambda d: d[1])
