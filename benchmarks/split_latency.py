@@ -6,7 +6,9 @@ leaf's own context, and below the horizon when a signal wakes it, the parent's r
 (``SIGIO`` on its doorbell) or the clock's tick (``dac.ticker``: 50 ms where the parent
 rings). A ring that is lost leaves a thief waiting for that tick, so the delays show
 it: on UTS T3, 11-14 of about 200 splits a run took 41-50 ms before the three fixes
-of 2026-11-27 (docs/performance.md), at most 2 ms after them. Every process writes
+of 2026-11-27 (docs/performance.md); after them the median is 0.1 ms, and 1-2 of
+400-500 a run still take 35-50 ms (the job's first split, while the leaves load the
+job; a victim kept off its core by the other processes). Every process writes
 its trace (``DAC_TRACE_DIR``, set here to a folder of its own before dac is
 imported); ``stealing.observe.trace.delivery_delays`` pairs the sends and the takes.
 
@@ -60,6 +62,17 @@ def figures(delays: list) -> dict:
             "slow": len(slow), "slow_ms": round(sum(slow), 1)}
 
 
+def measured(rt: dac.Runtime, call: tuple, want: object) -> tuple[dict, bool]:
+    """One run of ``call`` on ``rt``: its splits' figures, and whether it was right."""
+    trace_lines()
+    t0 = time.perf_counter()
+    result = rt.run(*call)
+    elapsed = time.perf_counter() - t0
+    row = figures(delivery_delays(trace_lines(), "SPLIT"))
+    row["elapsed_s"] = round(elapsed, 3)
+    return row, result == want
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", choices=("uts", "spine"), default="uts")
@@ -70,32 +83,29 @@ def main(argv=None) -> int:
         tree = uts.TREES[args.tree]
         uts.ensure_recursion_limit(tree)    # before the tree starts: leaves inherit it
         call = (uts.uts, tree, uts.rng_init(tree.seed), 0)
-        want = tree.nodes
+        want = uts.count_sequential(tree)       # (nodes, deepest depth)
         name = f"UTS {args.tree}"
     else:
         scale = spine.loops_per_ms()
         call = (spine.spine, 300, 3.0, scale)
-        want = None
+        want = spine.plain_spine(300, 3.0, scale)
         name = "spine 300 x 3 ms"
     rows, ok = [], True
-    with dac.Runtime(procs=2) as rt:
-        rt.run(*call)                   # spawn, imports, first job
-        for _ in range(args.repeat):
-            trace_lines()
-            t0 = time.perf_counter()
-            result = rt.run(*call)
-            elapsed = time.perf_counter() - t0
-            ok &= want is None or result[0] == want
-            row = figures(delivery_delays(trace_lines(), "SPLIT"))
-            row["elapsed_s"] = round(elapsed, 3)
-            rows.append(row)
-            print(f"{name}: {row['splits']} splits, median {row['median_ms']} ms, "
-                  f"90% within {row['p90_ms']} ms, slowest {row['max_ms']} ms; "
-                  f"{row['slow']} over {SLOW_S * 1000:g} ms ({row['slow_ms']} ms in all); "
-                  f"run {elapsed:.2f} s{'' if ok else ' WRONG'}")
-    for file in os.listdir(TRACES):
-        os.unlink(os.path.join(TRACES, file))
-    os.rmdir(TRACES)
+    try:
+        with dac.Runtime(procs=2) as rt:
+            rt.run(*call)               # spawn, imports, first job
+            for _ in range(args.repeat):
+                row, right = measured(rt, call, want)
+                ok &= right
+                rows.append(row)
+                print(f"{name}: {row['splits']} splits, median {row['median_ms']} ms, "
+                      f"90% within {row['p90_ms']} ms, slowest {row['max_ms']} ms; "
+                      f"{row['slow']} over {SLOW_S * 1000:g} ms ({row['slow_ms']} ms in "
+                      f"all); run {row['elapsed_s']:.2f} s{'' if right else ' WRONG'}")
+    finally:                            # (a Ctrl-C too: the traces go)
+        for file in os.listdir(TRACES):
+            os.unlink(os.path.join(TRACES, file))
+        os.rmdir(TRACES)
     print(json.dumps({"program": name, "repeat": args.repeat, "runs": rows,
                       "correct": ok, "traces": TRACES}))
     return 0 if ok else 1

@@ -436,10 +436,11 @@ class StealableContext:
         runs below the horizon comes back to this context, whose next spawn polls.
         A ring that finds the task in this context makes its next spawn poll: its
         spawns are counted there, but it may go below the horizon before the count
-        runs out, where nothing but a signal wakes it, and the ring is spent (UTS T3
-        on 2 leaves: a third of the steals waited for the clock's next tick, 46-52
-        ms). Only the count: the spawn may come late (the task may be waiting at
-        ``sync``), which says nothing of how fast spawns come (``_poll``)."""
+        runs out, where nothing but a signal wakes it, and the ring is spent (with
+        the two other lost rings, ``ticker.take_rings`` and ``run_here``: UTS T3 on
+        2 leaves, 11-14 splits of about 200 a run waited 41-50 ms for the clock's
+        next tick). Only the count: the spawn may come late (the task may be waiting
+        at ``sync``), which says nothing of how fast spawns come (``_poll``)."""
         if self.below is not self:
             now = context.current()
             if now is self.below:
@@ -484,8 +485,9 @@ class StealableContext:
                 if self.horizon != EVERY and self.countdown > 0:
                     clone.direct()
                     context.set_current(self.below)
-                else:       # the clones' next spawn comes back here (a nested call
-                    clone.route()   # may have put them back): a ring came meanwhile
+                else:       # every spawn an entry, or a ring came meanwhile: the
+                    clone.route()   # clones' next spawn comes back here (a nested
+                    #                 call may have put them back)
 
     # a task --------------------------------------------------------------------
     def run_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,

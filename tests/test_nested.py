@@ -566,8 +566,8 @@ def test_a_ring_while_the_task_runs_above_its_horizon_is_not_lost():
     """A ring that comes while the task runs in the leaf's own context (above the
     horizon, where spawns are counted) makes the next spawn poll: the task may go
     below the horizon before its count runs out, where only a signal wakes it, and
-    its ring was spent (UTS T3 on 2 leaves: a third of the steals waited for the
-    clock's next tick, 46-52 ms)."""
+    its ring was spent (one of three ways a ring was lost: UTS T3 on 2 leaves, 11-14
+    splits of about 200 a run waited 41-50 ms for the clock's next tick)."""
     from dac.stealable import HORIZON, SLOW_TICK_S, StealableContext
     peer = _RungFinder()
     out = []
