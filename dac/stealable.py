@@ -418,8 +418,7 @@ class StealableContext:
         self.countdown = self.interval
         if self.owed and self.deque and self._due(now):   # what spawns made since
             self._pay()
-        if self.below is not self:
-            ticker.take_rings()         # the rings of the messages read now
+        ticker.take_rings()             # the rings of the messages read now
         if self.worker.poll():
             self.missed = 0
         elif rung or self.missed:       # rung, but MPI shows no message yet
@@ -481,13 +480,13 @@ class StealableContext:
         finally:
             self.base = saved
             self.level -= 1
-            if self.below is not self:
-                if self.horizon != EVERY and self.countdown > 0:
+            if self.below is not self and self.horizon != EVERY:
+                if self.countdown > 0:
                     clone.direct()
                     context.set_current(self.below)
-                else:       # every spawn an entry, or a ring came meanwhile: the
-                    clone.route()   # clones' next spawn comes back here (a nested
-                    #                 call may have put them back)
+                else:       # a ring came meanwhile (``_tick``): the clones' next
+                    clone.route()   # spawn polls here (a nested call may have put
+                    #                 them back)
 
     # a task --------------------------------------------------------------------
     def run_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,
