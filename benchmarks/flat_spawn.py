@@ -14,8 +14,11 @@ Split off, the leaf running the top call answered each SPLIT 0.1-0.5 s after it 
 sent while the root sent it one RETURN per result: between two of its naps it read
 at most 16 messages and the root sent about 20, so the SPLIT came behind a backlog
 (0.51-0.57 then, six runs). RETURNs to one child now go at most every 5 ms, the
-results of that time as one (``stealing.roles.node.Node.hold_return``). See
-docs/scale.md.
+results of that time as one (``stealing.roles.node.Node.hold_return``). Since a
+ring is answered where it finds the program's code (a leaf in its nap reads the
+SPLIT then, not after the nap: ``dac.stealable.StealableContext._answer``), split
+off 0.91-0.93 against 0.86-0.88 (four runs each, interleaved; the pool 0.96-0.98).
+See docs/scale.md.
 
 Run:  python benchmarks/flat_spawn.py                  # 20 leaves, 1360 x 30 ms, 2 runs
       python benchmarks/flat_spawn.py --quick          # a small run (tests)

@@ -59,12 +59,16 @@ newest number they took (``stolen_top``). No object per scope, no counts to keep
 
 from __future__ import annotations
 
+import os
 import sys
+import sysconfig
 import time
 from collections import deque
 from collections.abc import Sequence
 from time import perf_counter as _clock  # read before every entry's run
 from typing import TYPE_CHECKING, Any
+
+import stealing
 
 from . import clone, context, task_call, ticker
 from .errors import Lazy, SerializationError, SyncError, safe_repr
@@ -98,6 +102,25 @@ RING_RETRIES = 5    # polls after a ring that found nothing, 2, 4, ... 10 ms apa
 # or sync, StealableContext.sync and _run (an entry); before 3.12 calls made from C
 # count once more.
 LEAF_FRAMES = 4 if sys.version_info >= (3, 12) else 5
+
+
+# where the runtime's and Python's own code lives: a signal that finds the task
+# running there leaves the messages to the next spawn (``_user_code``)
+_NOT_USER = tuple(sorted({os.path.dirname(os.path.abspath(__file__)) + os.sep,
+                          os.path.dirname(os.path.abspath(stealing.__file__)) + os.sep,
+                          *(os.path.join(p, "") for p in (
+                              sysconfig.get_paths().get(k) for k in
+                              ("stdlib", "platstdlib", "purelib", "platlib")) if p)}))
+
+
+def _user_code(frame: Any) -> bool:
+    """The signal came while the program's own code ran (no runtime frame above
+    it, which may be half way through a change of the deque or a message): not
+    the runtime's code (``dac``, ``stealing``, a ``@spawn`` function's written
+    code), nor Python's library or an installed package's it may be calling."""
+    code = frame.f_code.co_filename
+    return not code.startswith(_NOT_USER) and not code.startswith("<") and \
+        "_dac_sf" not in frame.f_globals
 
 
 class Entry(Future):
@@ -211,6 +234,7 @@ class StealableContext:
         self.ticked = 0.0               # ... at this time (the clock)
         self.rung = False               # ... and it was the parent's ring
         self.missed = 0                 # polls since a ring that found no message
+        self.polling = 0                # > 0: reading messages, or pickling for them
         # True while a spawn below the horizon may be a plain call: eager, or the
         # deque holds ``keep`` entries and no thief is owed any.
         # the spawn's function reads it (and ``countdown``) itself, so a plain call
@@ -430,7 +454,7 @@ class StealableContext:
         self._place_horizon()
         self._update()
 
-    def _tick(self, rung: bool) -> None:
+    def _tick(self, rung: bool, frame: Any = None) -> None:
         """The ticker's tick or the parent's ring (``dac.ticker``): a task that
         runs below the horizon comes back to this context, whose next spawn polls.
         A ring that finds the task in this context makes its next spawn poll: its
@@ -439,7 +463,13 @@ class StealableContext:
         the two other lost rings, ``ticker.take_rings`` and ``run_here``: UTS T3 on
         2 leaves, 11-14 splits of about 200 a run waited 41-50 ms for the clock's
         next tick). Only the count: the spawn may come late (the task may be waiting
-        at ``sync``), which says nothing of how fast spawns come (``_poll``)."""
+        at ``sync``), which says nothing of how fast spawns come (``_poll``).
+        Where a ring finds the task in the program's own code, its messages are
+        read at once (``_answer``), not at the next spawn, which may be a nap or
+        a long loop away."""
+        if rung and frame is not None and not self.polling and _user_code(frame) \
+                and self._answer():
+            return
         if self.below is not self:
             now = context.current()
             if now is self.below:
@@ -447,6 +477,22 @@ class StealableContext:
                 self.rung = rung
             elif rung and now is self:
                 self.countdown = 0
+
+    def _answer(self) -> bool:
+        """Read the messages now, from the signal's handler (``_tick``): True when
+        there were some and no thief is owed work (nothing left for the next
+        spawn to do)."""
+        self.polling += 1
+        try:
+            ticker.take_rings()
+            if not self.worker.poll():
+                return False
+            self.missed = 0
+            self._place_horizon()
+            self._update()
+            return not self.owed
+        finally:
+            self.polling -= 1
 
     def woken(self) -> StealableContext:
         """Back from the serial context below the horizon: the next spawn polls."""
@@ -623,7 +669,7 @@ class StealableContext:
         if self.owed or self.interval <= SLOW:
             self.horizon = self.open_to = EVERY
             if self.below is not self:  # no level below the horizon: every spawn
-                ticker.pause()          # polls by its count, no signal needed
+                ticker.rings_only()     # polls by its count, a ring answers at once
         else:
             self.horizon = self.top_horizon
             self.open_to = self.top_horizon - HORIZON
@@ -652,11 +698,15 @@ class StealableContext:
         """``chosen`` entries of the deque as tasks for a thief, taken off it; one
         whose arguments cannot travel stays where it was."""
         out, taken = [], set()
-        for entry in chosen:
-            task = self._as_task(entry)
-            if task is not None:
-                out.append(task)
-                taken.add(entry.seq)
+        self.polling += 1               # (a pickled argument runs the program's code)
+        try:
+            for entry in chosen:
+                task = self._as_task(entry)
+                if task is not None:
+                    out.append(task)
+                    taken.add(entry.seq)
+        finally:
+            self.polling -= 1
         if taken:
             kept = [e for e in self.deque if e.seq not in taken]
             self.deque.clear()
@@ -714,10 +764,14 @@ class StealableContext:
 
     def deliver(self, results: list[Result]) -> None:
         """Results of entries thieves took: their futures are done now."""
-        for tid, blob in results:
-            assert type(tid) is tuple       # a split id: (this leaf's path, number)
-            entry = self.stolen.pop(tid[1], None)
-            if entry is None:       # its task failed meanwhile (``_forget``)
-                continue
-            entry._value = loads(blob)
+        self.polling += 1
+        try:
+            for tid, blob in results:
+                assert type(tid) is tuple   # a split id: (this leaf's path, number)
+                entry = self.stolen.pop(tid[1], None)
+                if entry is None:       # its task failed meanwhile (``_forget``)
+                    continue
+                entry._value = loads(blob)
+        finally:
+            self.polling -= 1
         self.stolen_top = max((e.seq for e in self.stolen.values()), default=-1)

@@ -10,16 +10,20 @@ Two signals, while a task runs:
 
 - ``SIGIO`` when the parent rings the leaf's doorbell (``stealing.transport.bell``),
   which it does after every message it sends: the socket is put in ``O_ASYNC`` mode,
-  owned by this process. A thief's request is then read at the task's next spawn,
-  and a leaf nobody writes to gets no signal at all.
+  owned by this process. A thief's request is then read at once where the signal
+  finds the program's own code running (``dac.stealable.StealableContext._tick``),
+  else at the task's next spawn; a leaf nobody writes to gets no signal at all.
 - ``SIGALRM`` by the clock (``ITIMER_REAL``: a task that sleeps must still answer):
   every ``period`` seconds where nobody rings (a parent on another host), else first
   after ``period`` (to learn early whether the task's spawns are slow) and then every
   ``slow_period`` (captured output goes up at polls). ``soon`` brings the next one
   forward: a ring may come ahead of a send that completes late.
 
-``pause`` stops both while the task polls by itself (every spawn counted, as where
-spawns are slow: a ring would only wake its sleep), ``resume`` starts them again.
+``pause`` stops both while the task polls by itself (every spawn counted), and
+``rings_only`` stops the clock alone (where spawns are slow: a ring is answered at
+once, where before it waited for the next spawn, a nap or a long loop away: the
+median split on a spine of 3 ms levels took 0.6-2.3 ms to reach its victim, now
+0.08-0.22 ms); ``resume`` starts them again.
 
 A tick every 2 ms on every leaf, without the rings, cost the 128-leaf sleep tree on 2
 cores most of its efficiency (0.70-0.72 without ticks, 0.43-0.48 with them): 64,000
@@ -45,12 +49,14 @@ from typing import Any, Callable
 _handler_of: Callable[[int], Any] = getattr(sys.modules.get("_signal"), "getsignal",
                                             signal.getsignal)
 
-# what a signal calls now, with True for a ring (None: stopped; a signal raised just
-# before that still finds the handler, which then does nothing)
-_target: list[Callable[[bool], None] | None] = [None]
+# what a signal calls now, with True for a ring and the frame it interrupted (None:
+# stopped; a signal raised just before that still finds the handler, which then
+# does nothing)
+_target: list[Callable[[bool, Any], None] | None] = [None]
 _ring_fd: list[int | None] = [None]     # the doorbell put in O_ASYNC mode, if any
 _every: list[float] = [0.0]             # the clock's period after its first tick
-_paused: list[bool] = [False]           # no signal for now (``pause``)
+_paused: list[bool] = [False]           # no clock for now (``pause``, ``rings_only``)
+_rings: list[bool] = [False]            # ... and a ring still signals (``rings_only``)
 
 
 def take_rings() -> None:
@@ -73,7 +79,7 @@ def take_rings() -> None:
 def _on_tick(signum: int, frame: Any) -> None:
     target = _target[0]
     if target is not None:
-        target(signum == signal.SIGIO)
+        target(signum == signal.SIGIO, frame)
 
 
 def _own(signum: int) -> bool:
@@ -88,9 +94,9 @@ def _own(signum: int) -> bool:
     return True
 
 
-def start(target: Callable[[bool], None], period: float, ring_fd: int | None = None,
+def start(target: Callable[[bool, Any], None], period: float, ring_fd: int | None = None,
           slow_period: float | None = None, paused: bool = False) -> bool:
-    """Call ``target(rung)`` when ``ring_fd`` (a doorbell socket) receives, and by
+    """Call ``target(rung, frame)`` when ``ring_fd`` (a doorbell socket) receives, and by
     the clock: every ``period`` seconds without a doorbell, else after ``period``
     and then every ``slow_period``. False where no signal can be used (another
     thread, no ``setitimer``, a ``SIGALRM`` handler of the program's). ``paused``:
@@ -130,17 +136,34 @@ def _set_async(on: bool) -> None:
 
 def pause() -> None:
     """No signal until ``resume`` (the task polls by itself meanwhile)."""
-    if _target[0] is not None and not _paused[0]:
+    if _target[0] is not None and (not _paused[0] or _rings[0]):
+        if not _paused[0]:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         _paused[0] = True
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _rings[0] = False
         _set_async(False)
+
+
+def rings_only() -> None:
+    """No clock until ``resume``, but a ring still signals: a task whose spawns
+    each poll (they come slowly) answers a ring at once where it can, not at its
+    next spawn (``dac.stealable.StealableContext._tick``)."""
+    if _target[0] is not None and not (_paused[0] and _rings[0]):
+        if not _paused[0]:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        else:                           # (the doorbell's O_ASYNC was off)
+            _set_async(True)
+        _paused[0] = True
+        _rings[0] = True
 
 
 def resume(first: float) -> None:
     """Signals again after ``pause``, the clock's next tick in ``first`` seconds."""
     if _target[0] is not None and _paused[0]:
         _paused[0] = False
-        _set_async(True)
+        if not _rings[0]:
+            _set_async(True)
+        _rings[0] = False
         signal.setitimer(signal.ITIMER_REAL, first, _every[0])
 
 
@@ -155,7 +178,9 @@ def stop() -> None:
     if _target[0] is not None:
         if not _paused[0]:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        if not _paused[0] or _rings[0]:
             _set_async(False)
         _ring_fd[0] = None
         _target[0] = None
         _paused[0] = False
+        _rings[0] = False

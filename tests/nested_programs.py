@@ -385,6 +385,22 @@ def slow_chain(levels: int, fd: int, seen: list) -> int:
 
 
 @spawn
+def nap_after_ring(levels: int, ring, nap: float, out: dict) -> int:
+    """``levels`` spawns one below the other, slow ones: the last but one rings the
+    leaf's doorbell, naps ``nap`` seconds (``out["woke"]``: when it woke), then
+    spawns the last."""
+    if levels == 0:
+        return 0
+    if levels == 1:
+        ring()
+        time.sleep(nap)
+        out["woke"] = time.perf_counter()
+        return 1 + sync(nap_after_ring(0, ring, nap, out))
+    time.sleep(0.003)
+    return 1 + sync(nap_after_ring(levels - 1, ring, nap, out))
+
+
+@spawn
 def one_more(x: int) -> int:
     """A task that spawns nothing (as a thief's task of one UTS node)."""
     return x + 1
@@ -425,10 +441,10 @@ def ring_when_routed(n: int, st: dict) -> int:
         if len(st["worker"].polled) > st["polls"] or time.perf_counter() - st["t"] > 0.5:
             return 0
     elif n == 0 and _context_now() is st["ctx"]:
+        st["polls"] = len(st["worker"].polled)
         st["ring"]()
         time.sleep(0.01)            # the signal is taken here (the leaf's own context)
         st["ctx"].last_poll = time.perf_counter()   # as if it had just polled
-        st["polls"] = len(st["worker"].polled)
         st["t"] = time.perf_counter()
         return 1
     if n == 0:
