@@ -596,7 +596,7 @@ def test_a_ring_is_answered_at_once_in_the_programs_code():
     between two slow spawns) is answered from the signal's handler: the worker
     reads its messages within milliseconds of the ring, not at the next spawn
     (a thief waited the rest of the victim's nap; on a spine of 3 ms levels the
-    median split took 0.6-2.3 ms to reach its victim, 0.09-0.13 ms since)."""
+    median split took 0.6-2.3 ms to reach its victim, 0.08-0.22 ms since)."""
     peer, out, ctx = _ring_in_a_nap()
     answered = [t for t, inside in peer.polled if inside]
     assert len(answered) == 1, peer.polled
