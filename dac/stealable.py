@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import os
 import sys
-import sysconfig
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -105,12 +104,18 @@ LEAF_FRAMES = 4 if sys.version_info >= (3, 12) else 5
 
 
 # where the runtime's and Python's own code lives: a signal that finds the task
-# running there leaves the messages to the next spawn (``_user_code``)
-_NOT_USER = tuple(sorted({os.path.dirname(os.path.abspath(__file__)) + os.sep,
-                          os.path.dirname(os.path.abspath(stealing.__file__)) + os.sep,
-                          *(os.path.join(p, "") for p in (
-                              sysconfig.get_paths().get(k) for k in
-                              ("stdlib", "platstdlib", "purelib", "platlib")) if p)}))
+# running there leaves the messages to the next spawn (``_user_code``); found at the
+# first such signal, not at every ``import dac`` (sysconfig: about 2 ms)
+_NOT_USER: list[tuple[str, ...]] = []
+
+
+def _runtime_dirs() -> tuple[str, ...]:
+    import sysconfig  # lazy: only a leaf's first ring in a task needs it
+    paths = sysconfig.get_paths()
+    dirs = {os.path.dirname(os.path.abspath(__file__)),
+            os.path.dirname(os.path.abspath(stealing.__file__)),
+            *(paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib"))}
+    return tuple(sorted(os.path.join(d, "") for d in dirs if d))
 
 
 def _user_code(frame: Any) -> bool:
@@ -118,8 +123,10 @@ def _user_code(frame: Any) -> bool:
     it, which may be half way through a change of the deque or a message): not
     the runtime's code (``dac``, ``stealing``, a ``@spawn`` function's written
     code), nor Python's library or an installed package's it may be calling."""
+    if not _NOT_USER:
+        _NOT_USER.append(_runtime_dirs())
     code = frame.f_code.co_filename
-    return not code.startswith(_NOT_USER) and not code.startswith("<") and \
+    return not code.startswith(_NOT_USER[0]) and not code.startswith("<") and \
         "_dac_sf" not in frame.f_globals
 
 
