@@ -676,7 +676,9 @@ class StealableContext:
         if self.owed or self.interval <= SLOW:
             self.horizon = self.open_to = EVERY
             if self.below is not self:  # no level below the horizon: every spawn
-                ticker.rings_only()     # polls by its count, a ring answers at once
+                # polls by its count; a ring is answered at once while the deque
+                # holds something to give (a task of one node arms nothing)
+                ticker.rings_only() if self.deque else ticker.pause()
         else:
             self.horizon = self.top_horizon
             self.open_to = self.top_horizon - HORIZON

@@ -386,16 +386,17 @@ def slow_chain(levels: int, fd: int, seen: list) -> int:
 
 @spawn
 def nap_after_ring(levels: int, ring, nap: float, out: dict) -> int:
-    """``levels`` spawns one below the other, slow ones: the last but one rings the
-    leaf's doorbell, naps ``nap`` seconds (``out["woke"]``: when it woke), then
-    spawns the last."""
+    """``levels`` spawns one below the other, slow ones: the last but one spawns
+    two calls (something a thief could take), rings the leaf's doorbell, naps
+    ``nap`` seconds (``out["woke"]``: when it woke), then spawns the last."""
     if levels == 0:
         return 0
     if levels == 1:
+        a, b = one_more(0), one_more(1)
         ring()
         time.sleep(nap)
         out["woke"] = time.perf_counter()
-        return 1 + sync(nap_after_ring(0, ring, nap, out))
+        return sync(a) + sync(b) - 2 + sync(nap_after_ring(0, ring, nap, out))
     time.sleep(0.003)
     return 1 + sync(nap_after_ring(levels - 1, ring, nap, out))
 

@@ -513,9 +513,10 @@ def test_a_ring_wakes_a_running_task_and_the_clock_slows_down():
     which wakes the task (``rung`` True) long before the clock would; the clock then
     ticks every ``SLOW_TICK_S``, not every ``POLL_S``: 2 ms ticks on 128 sleeping
     leaves took the sleep tree from 0.70 to 0.45 efficiency on 2 cores. Both end
-    with the task; while spawns are slow (each one polls then) the clock stops and
-    a ring still signals (a nap between two spawns must not hold a thief's
-    request: ``test_a_ring_is_answered_at_once_in_the_programs_code``)."""
+    with the task; while spawns are slow (each one polls then) the clock stops,
+    and a ring still signals only while the deque holds something to give (a nap
+    between two spawns must not hold a thief's request:
+    ``test_a_ring_is_answered_at_once_in_the_programs_code``)."""
     import fcntl
     import signal
 
@@ -530,10 +531,11 @@ def test_a_ring_wakes_a_running_task_and_the_clock_slows_down():
         assert seen == [(SLOW_TICK_S, True)]
         assert not fcntl.fcntl(peer.ring_fd, fcntl.F_GETFL) & os.O_ASYNC
         assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-        seen.clear()        # slow spawns (a tick finds them so): each polls, no clock
+        seen.clear()        # slow spawns (a tick finds them so): each polls, and
+        #                     with nothing on the deque to give, no signal
         assert ctx.run_task(spawn_function(nest.slow_chain),
                             (HORIZON + 40, peer.ring_fd, seen), {}, 0, False) == 1
-        assert seen == [(0.0, True)]
+        assert seen == [(0.0, False)]
         assert not fcntl.fcntl(peer.ring_fd, fcntl.F_GETFL) & os.O_ASYNC
         calls = []
         assert ticker.start(lambda rung, frame: calls.append(rung), 60.0, peer.ring_fd, 60.0)
@@ -797,15 +799,18 @@ def test_a_task_that_polls_by_itself_arms_no_signal():
         return real(which, seconds, interval)
 
     ticker.signal.setitimer = counting
+    real_async, rings = ticker._set_async, []
+    ticker._set_async = lambda on: rings.append(on) or real_async(on)
     try:
         ctx = StealableContext(peer)
         for i in range(3):
             assert ctx.run_task(spawn_function(nest.one_more), (i,), {}, 0, False) == i + 1
-        assert armed == []
+        assert armed == [] and rings == []
         ctx = _warm(StealableContext(peer))         # fast spawns: signals on, then off
         assert ctx.run_task(spawn_function(nest.binary), (6,), {}, 0, False) == 64
         assert armed and armed[0] > 0 and armed[-1] == 0, armed
         assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     finally:
         ticker.signal.setitimer = real
+        ticker._set_async = real_async
         peer.bell.close()
