@@ -104,8 +104,10 @@ LEAF_FRAMES = 4 if sys.version_info >= (3, 12) else 5
 
 
 # where the runtime's and Python's own code lives: a signal that finds the task
-# running there leaves the messages to the next spawn (``_user_code``); found at the
-# first such signal, not at every ``import dac`` (sysconfig: about 2 ms)
+# running there leaves the messages to the next spawn (``_user_code``); found when
+# a leaf's first task arms the ticker, not at every ``import dac`` (sysconfig: about
+# 2 ms), nor in a signal's handler (an import there, in a task that was importing,
+# broke CPython 3.11's import lock: ``KeyError`` in ``_ModuleLock.acquire``)
 _NOT_USER: list[tuple[str, ...]] = []
 
 
@@ -124,7 +126,7 @@ def _user_code(frame: Any) -> bool:
     the runtime's code (``dac``, ``stealing``, a ``@spawn`` function's written
     code), nor Python's library or an installed package's it may be calling."""
     if not _NOT_USER:
-        _NOT_USER.append(_runtime_dirs())
+        return False
     code = frame.f_code.co_filename
     return not code.startswith(_NOT_USER[0]) and not code.startswith("<") and \
         "_dac_sf" not in frame.f_globals
@@ -555,6 +557,8 @@ class StealableContext:
         saved_horizon, saved_top, saved_open = self.horizon, self.top_horizon, self.open_to
         outer = saved_state is not self     # not a task run while another one waits
         sf.ready()                          # (its clone written before the clock runs)
+        if not _NOT_USER and self.eager:
+            _NOT_USER.append(_runtime_dirs())
         if outer and self.eager and ticker.start(    # (armed by _place_horizon below)
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
                 paused=True):

@@ -620,6 +620,31 @@ def test_a_ring_in_the_runtimes_code_waits_for_the_next_spawn(monkeypatch):
     assert [t for t, _ in peer.polled if t >= out["woke"]]
 
 
+def test_a_rings_handler_imports_nothing(monkeypatch):
+    """The folders that tell the program's code from the runtime's are found when a
+    task starts, never in a signal's handler: a handler that imported while the
+    task was importing (``dac run examples/fib.py``, numba compiling in the leaf)
+    broke CPython 3.11's import lock (``KeyError`` in ``_ModuleLock.acquire``)."""
+    from dac import stealable
+    from dac.stealable import StealableContext
+
+    def no_import():
+        raise AssertionError("found in a handler")
+    monkeypatch.setattr(stealable, "_NOT_USER", [])
+    real = stealable._runtime_dirs
+    monkeypatch.setattr(stealable, "_runtime_dirs", no_import)
+    peer = _RungCounter()
+    try:
+        ctx = _warm(StealableContext(peer))
+        ctx._tick(True, sys._getframe())       # not found yet: the next spawn polls
+        assert peer.polled == [] and ctx.countdown > 0
+        monkeypatch.setattr(stealable, "_runtime_dirs", real)
+        assert ctx.run_task(spawn_function(nest.one_more), (1,), {}, 0, False) == 2
+        assert stealable._NOT_USER and stealable._user_code(sys._getframe())
+    finally:
+        peer.bell.close()
+
+
 def test_the_programs_code_is_told_from_the_runtimes():
     """``_user_code``: a frame of the program (this test) is; frames of ``dac``, of
     ``stealing`` and of Python's library are not, nor a ``@spawn`` function's
@@ -627,8 +652,10 @@ def test_the_programs_code_is_told_from_the_runtimes():
     for a thief or reads a result (``polling``)."""
     import copy
 
-    from dac import context
+    from dac import context, stealable
     from dac.stealable import StealableContext, _user_code
+    if not stealable._NOT_USER:         # (as a leaf's first task finds them)
+        stealable._NOT_USER.append(stealable._runtime_dirs())
     assert _user_code(sys._getframe())
     frames = []
 
