@@ -111,6 +111,11 @@ LEAF_FRAMES = 4 if sys.version_info >= (3, 12) else 5
 _NOT_USER: list[tuple[str, ...]] = []
 
 
+def _learn_runtime_dirs() -> None:
+    if not _NOT_USER:
+        _NOT_USER.append(_runtime_dirs())
+
+
 def _runtime_dirs() -> tuple[str, ...]:
     import sysconfig  # lazy: only a leaf's first ring in a task needs it
     paths = sysconfig.get_paths()
@@ -557,12 +562,11 @@ class StealableContext:
         saved_horizon, saved_top, saved_open = self.horizon, self.top_horizon, self.open_to
         outer = saved_state is not self     # not a task run while another one waits
         sf.ready()                          # (its clone written before the clock runs)
-        if not _NOT_USER and self.eager:
-            _NOT_USER.append(_runtime_dirs())
         if outer and self.eager and ticker.start(    # (armed by _place_horizon below)
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
                 paused=True):
             self.below = self._serial_below
+            _learn_runtime_dirs()           # (before a signal's handler needs them)
         context.set_current(self)
         self.base = base = self.seq
         self.depth = depth
