@@ -22,7 +22,7 @@ from . import context, task_call
 from .errors import Lazy, TaskError, exception_message, shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps
 from .spawn import SpawnFunction, short_repr
-from .stealable import StealableContext
+from .stealable import StealableContext, learn_runtime_dirs
 
 if TYPE_CHECKING:
     from stealing.roles.executor import Worker
@@ -166,6 +166,19 @@ class Executor:
 
     def __init__(self) -> None:
         self.stealable: StealableContext | None = None
+
+    @staticmethod
+    def prepare(table: dict[str, SpawnFunction]) -> None:
+        """Each function's fast clone written before its first task, and the folders
+        a ring's handler tells the program's code by (``dac.stealable``): both cost
+        milliseconds, which the first task of a job that starts as one task paid on
+        the way to its first split, and its thief again before its first spawn."""
+        learn_runtime_dirs()
+        for sf in table.values():
+            try:
+                sf.ready()
+            except Exception:           # noqa: BLE001 - the task that calls it says why
+                pass
 
     def run_task(self, payload: Blob, table: dict[str, SpawnFunction],
                  worker: Worker | None = None) -> Result:

@@ -105,13 +105,15 @@ LEAF_FRAMES = 4 if sys.version_info >= (3, 12) else 5
 
 # where the runtime's and Python's own code lives: a signal that finds the task
 # running there leaves the messages to the next spawn (``_user_code``); found when
-# a leaf's first task arms the ticker, not at every ``import dac`` (sysconfig: about
-# 2 ms), nor in a signal's handler (an import there, in a task that was importing,
+# a leaf loads a job (``dac.execution.Executor.prepare``), else when its first task
+# arms the ticker, not at every ``import dac`` (sysconfig: about 2 ms), nor in a
+# signal's handler (an import there, in a task that was importing,
 # broke CPython 3.11's import lock: ``KeyError`` in ``_ModuleLock.acquire``)
 _NOT_USER: list[tuple[str, ...]] = []
 
 
-def _learn_runtime_dirs() -> None:
+def learn_runtime_dirs() -> None:
+    """Find the folders ``_user_code`` tells the runtime's code by, once."""
     if not _NOT_USER:
         _NOT_USER.append(_runtime_dirs())
 
@@ -566,7 +568,7 @@ class StealableContext:
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
                 paused=True):
             self.below = self._serial_below
-            _learn_runtime_dirs()           # (before a signal's handler needs them)
+            learn_runtime_dirs()            # (before a signal's handler needs them)
         context.set_current(self)
         self.base = base = self.seq
         self.depth = depth

@@ -15,6 +15,7 @@ class Mailbox:
     def __init__(self, *messages):
         self.inbox = deque(messages)
         self.sent = []
+        self.sleeps = 0
 
     def send(self, comm, obj, dest, tag):
         self.sent.append((P.name(tag), obj))
@@ -156,3 +157,36 @@ def test_a_gpu_leaf_given_work_split_off_another_leaf_runs_it():
     assert leaf.results == [(((0,), 7), b"result")]
     leaf.status.task(12)
     assert leaf.status.current == 12
+
+
+class LoadingExecutor:
+    """Loads a job's table as given and records what was prepared, and what the
+    leaf had sent by then."""
+
+    def __init__(self, sent):
+        self.sent, self.calls = sent, []
+
+    def load_table(self, entries):
+        self.calls.append(("load", dict(entries), len(self.sent)))
+        return dict(entries)
+
+    def prepare(self, table):
+        self.calls.append(("prepare", dict(table), len(self.sent)))
+
+
+def test_a_leaf_prepares_a_jobs_new_functions_after_it_says_ready():
+    """The first task of a function wrote its fast clone (about 3 ms): a job that
+    starts as one task paid it before its first split, and the thief again before
+    its first spawn. A leaf now prepares the functions it loads as soon as it has
+    said READY (the tree's start-up does not wait for it), before any task; a later
+    job prepares only the functions it brings."""
+    leaf, mailbox = a_leaf()
+    leaf._executor = executor = LoadingExecutor(mailbox.sent)
+    leaf.load_job(P.Job(1, {"fib#1": "f"}))
+    assert [tag for tag, _ in mailbox.sent] == ["READY"]
+    assert executor.calls == [("load", {"fib#1": "f"}, 0), ("prepare", {"fib#1": "f"}, 1)]
+    leaf.load_job(P.Job(2, {"g#2": "g"}))
+    assert executor.calls[2:] == [("load", {"g#2": "g"}, 1), ("prepare", {"g#2": "g"}, 1)]
+    assert leaf.table == {"fib#1": "f", "g#2": "g"}
+    leaf.load_job(P.Job(3, {}))                 # nothing new: nothing to prepare
+    assert [c[0] for c in executor.calls[4:]] == ["load"]

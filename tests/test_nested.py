@@ -645,6 +645,38 @@ def test_a_rings_handler_imports_nothing(monkeypatch):
         peer.bell.close()
 
 
+def test_a_leaf_prepares_a_loaded_function_before_its_first_task(monkeypatch):
+    """``Executor.prepare`` (a leaf calls it once it has said READY): each loaded
+    function's fast clone is written and the runtime's folders found, so that the
+    first task of a job that starts as one task splits at its first spawn and its
+    thief starts at once (fib 32 on 2 leaves waited about 5 ms at each); a function
+    that cannot be prepared is left to its first task to report."""
+    from types import SimpleNamespace
+
+    from dac import stealable
+    from dac.execution import Executor, load_table
+    from dac.serialize import dumps_function
+    from dac.spawn_call import function_of
+
+    @dac.spawn
+    def halves(n):
+        if n < 2:
+            return n
+        a, b = dac.sync(halves(n // 2), halves(n - n // 2))
+        return a + b
+
+    monkeypatch.setattr(stealable, "_NOT_USER", [])
+    table = load_table({"halves#1": dumps_function(spawn_function(halves))})
+    space = function_of(table["halves#1"]).__globals__
+    assert getattr(space.get("_dac_run"), "build", True)        # not written yet
+
+    def boom():
+        raise RuntimeError("no clone")
+    Executor.prepare({**table, "bad#2": SimpleNamespace(ready=boom)})
+    assert not hasattr(space["_dac_run"], "build")              # the clone, written
+    assert stealable._NOT_USER and space["_dac_run"] is not halves
+
+
 def test_the_programs_code_is_told_from_the_runtimes():
     """``_user_code``: a frame of the program (this test) is; frames of ``dac``, of
     ``stealing`` and of Python's library are not, nor a ``@spawn`` function's

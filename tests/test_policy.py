@@ -893,7 +893,8 @@ def test_a_leaf_waiting_at_sync_is_never_refused():
     assert policy.split_refused and outstanding(policy) == [1, 0]
     assert policy.child_wants(0, 1, idle=True) == []     # asks again: still waits
     # s1's result comes down; leaf 0 resumes, and then returns its task's result
-    assert policy.route([(s1[0], "v1")]) == ([], [Route(0, [(s1[0], "v1")])])
+    assert policy.route([(s1[0], "v1")]) == \
+        ([], [Route(0, [(s1[0], "v1")], at_once=True)])
     assert policy.distribute() == [AskSplit(0, 1)]          # woken: split for leaf 1
     policy.keep_results([(0, "r0")])
     assert policy.on_child_results(0, 1, 1, idle=True) == [
@@ -918,7 +919,8 @@ def woken_at_the_root():
     assert policy.on_child_results(0, 0, 1, idle=True) == []    # at sync
     assert outstanding(policy) == [1, 0, 1]
     assert not policy.children[0].splittable(0.0)          # idle: nothing to split
-    assert policy.results_from(2, [(s1[0], "v1")]) == ([], [Route(0, [(s1[0], "v1")])])
+    assert policy.results_from(2, [(s1[0], "v1")]) == \
+        ([], [Route(0, [(s1[0], "v1")], at_once=True)])
     return policy
 
 
@@ -936,6 +938,20 @@ def test_a_result_routed_to_a_leaf_at_sync_wakes_it():
     policy = woken_at_the_root()
     assert policy.child_wants(0, 1, idle=True) == []
     assert not policy.children[0].woken and not policy.children[0].splittable(0.0)
+
+
+def test_results_for_a_leaf_waiting_at_sync_go_at_once_the_next_may_wait():
+    """Rule: the first results routed to a leaf that said it has nothing left to run
+    go now (``Route.at_once``: its sync may wait for them); more before it asks
+    again may wait to go with others (it is computing again)."""
+    policy = woken_at_the_root()                # s1's result went to leaf 0 at once
+    assert not policy.waiting(0) and not policy.waiting(2)
+    s2 = spawn((0,), 2)
+    assert policy.route([(s2[0], "v2")]) == ([], [Route(0, [(s2[0], "v2")])])
+    assert policy.child_wants(0, 1, idle=True) == []      # it waits again
+    assert policy.waiting(0)
+    assert policy.route([(s2[0], "v2")]) == \
+        ([], [Route(0, [(s2[0], "v2")], at_once=True)])
 
 
 def test_a_parked_leaf_splits_a_woken_sibling():

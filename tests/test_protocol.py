@@ -210,3 +210,31 @@ def test_returns_to_one_child_go_at_most_every_few_milliseconds_as_one():
     node.send(child.comm, 3, P.SPLIT, P.Split(2))       # another message: after them
     assert [(t, getattr(o, "results", None)) for _, t, o in node.mailbox.sent[2:]] == \
         [(P.RETURN, [("d", b"4")]), (P.SPLIT, None)]
+
+
+def test_returns_to_a_child_that_waits_go_at_once():
+    """A child waiting at sync with nothing to run gets its results now, not after
+    ``RETURN_EVERY_S``: at the end of fib 32 on 2 leaves each of the last steals'
+    results waited up to 5 ms at the root while both leaves were idle."""
+    from types import SimpleNamespace
+    from stealing.transport import protocol as P
+    node = _bare_node()
+    waits = {3: False}
+    went = []
+    node.policy = SimpleNamespace(waiting=lambda k: waits[k],
+                                  results_went=went.append)
+    child = SimpleNamespace(comm=object(), rank=3, wide=False, index=3)
+    node.hold_return(child, [("a", b"1")])              # the first goes at once
+    node.hold_return(child, [("b", b"2")])              # held: the child computes
+    assert len(node.mailbox.sent) == 1
+    node.hold_return(child, [("c", b"3")], at_once=True)    # it waits: all go now
+    assert [o.results for _, _, o in node.mailbox.sent] == \
+        [[("a", b"1")], [("b", b"2"), ("c", b"3")]]
+    assert node.returns == {}
+    node.hold_return(child, [("d", b"4")])              # held again ...
+    node.release_returns(child)                         # ... till it says it waits
+    assert [(t, o.results) for _, t, o in node.mailbox.sent[2:]] == \
+        [(P.RETURN, [("d", b"4")])]
+    assert went == [3] and node.returns == {} and node.flush_returns() is None
+    node.release_returns(child)                         # nothing held: nothing sent
+    assert len(node.mailbox.sent) == 3

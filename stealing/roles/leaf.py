@@ -286,8 +286,10 @@ class Leaf:
         try:
             if job.env is not None and job.env.session != self.session:
                 self.new_script(job.env)
-            self.table.update(self.executor.load_table(job.functions))
+            loaded = self.executor.load_table(job.functions)
+            self.table.update(loaded)
         except Exception as exc:                            # noqa: BLE001 - reported
+            loaded = {}
             self.fail("loading the job's functions", exc)
         if not self.ready_sent:
             self.ready_sent = True
@@ -298,6 +300,8 @@ class Leaf:
             monitor = 0 if self.one_shot else self.monitor
             self.send(P.READY, P.Ready([P.Process(rec["pid"], rec["host"], "leaf",
                                                   time.time(), self.shm, monitor)]))
+        if loaded:                  # (after READY: the tree's start-up waits for none)
+            self.executor.prepare(loaded)
 
     def new_script(self, env: P.ScriptEnv) -> None:
         """Another script attached to this warm leaf: its functions replace the last

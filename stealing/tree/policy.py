@@ -98,9 +98,12 @@ class Yield:
 
 @dataclass(frozen=True)
 class Route:
-    """Send child number ``child`` results of work split off its subtree."""
+    """Send child number ``child`` results of work split off its subtree; ``at_once``:
+    it waits with nothing to run and none went to it since (its sync may wait for
+    these), so they go now, not held to batch with the next (``Node.hold_return``)."""
     child: int
     results: list[Result]
+    at_once: bool = False
 
 
 # what the policy's methods return: the messages to send, in order
@@ -394,14 +397,25 @@ class StealPolicy:
                 up.append(r)
         for k in [k for k in down if self.children[k].lost]:
             self.losses["results_dropped"] += len(down.pop(k))   # their owner died
-        actions: list[Action] = [Route(k, rs) for k, rs in down.items()]
-        for k in down:
-            c = self.children[k]
-            if c.idle and c.outstanding:
-                c.woken = True      # a leaf waiting at sync may resume with these
+        actions: list[Action] = []
+        for k, rs in down.items():
+            actions.append(Route(k, rs, at_once=self.waiting(k)))
+            self.results_went(k)
         if up:
             actions.append(SendResults(up))
         return mine, actions
+
+    def waiting(self, k: int) -> bool:
+        """Child ``k`` said it has nothing left to run, and no results went to it
+        since: results held for it should go now."""
+        c = self.children[k]
+        return c.idle and not c.woken
+
+    def results_went(self, k: int) -> None:
+        """Results of its split work went down to child ``k``."""
+        c = self.children[k]
+        if c.idle and c.outstanding:
+            c.woken = True      # a leaf waiting at sync may resume with these
 
     def _comes_back(self, k: int, t: Task | Result) -> bool:
         """Task (or result) ``t`` of child ``k`` comes back through this node: its
