@@ -160,3 +160,23 @@ def test_a_long_crowded_wait_backs_off_to_a_wake_a_second():
     finally:
         mb.bell.close()
     assert 5 <= mb.sleeps <= 6, mb.sleeps
+
+
+def test_a_root_or_router_waits_for_rings_on_any_host():
+    """A root or router (``ring_waits``) runs no task: on links that all ring it
+    sleeps until a ring from its start even where the leaves fit the cores, and its
+    net under a lost ring stays ``RUNG_SLEEP`` (a crowded wait's grows to a second).
+    Probing from 20 us, the 2-leaf comb's root woke about 5 times a message."""
+    from mpi4py import MPI
+
+    from stealing.transport import mailbox as M
+    mb = M.Mailbox(MPI)
+    mb.bell = Bell(bell_name(os.getpid(), (98, 3)))
+    link = _Quiet()
+    mb._rung.add(id(link))
+    mb.ring_waits = True
+    try:
+        assert mb.wait([link], timeout=0.26) is None
+    finally:
+        mb.bell.close()
+    assert 5 <= mb.sleeps <= 7, mb.sleeps       # 50 ms apart, not doubling

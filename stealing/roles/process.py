@@ -292,6 +292,7 @@ def take_init(MPI: ModuleType, parent: Intercomm) -> tuple[Mailbox, P.Init | Non
     if tag != P.INIT:
         raise RuntimeError(f"dac process: expected INIT, got {P.name(tag)}")
     mailbox.crowded = crowded(init.tree.leaves)
+    mailbox.ring_waits = init.role == "router"
     return mailbox, init
 
 

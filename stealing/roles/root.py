@@ -164,6 +164,7 @@ class RootScheduler:
                       cluster=self.plan.cluster)
         mailbox = Mailbox(MPI)
         mailbox.crowded = crowded(leaves)
+        mailbox.ring_waits = True
         mailbox.trace = open_trace("root")
         mailbox.bell = Bell.open(bell_name(os.getpid(), ()))
         mailbox.segments = Segments(os.getpid())
