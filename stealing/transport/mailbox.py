@@ -303,6 +303,22 @@ class Mailbox:
         time.sleep(pause)
         return False
 
+    def _sleeps(self, comms: Sequence[Comm | None],
+                max_sleep: float | None) -> tuple[float, float, bool]:
+        """A wait's first sleep, its longest, and whether it sleeps until a ring
+        from its start (``long_waits``: a message comes with a ring, no probing)."""
+        delay = self.min_sleep
+        cap = self.max_sleep if max_sleep is None else max_sleep
+        rung = self._all_rung(comms)
+        if rung:
+            cap = max(cap, RUNG_SLEEP)
+        long_waits = rung and (self.crowded or self.ring_waits)
+        if long_waits:
+            delay = cap
+            if self.crowded:
+                cap = max(cap, RUNG_IDLE_SLEEP)
+        return delay, cap, long_waits
+
     def wait(self, comms: Sequence[Comm | None], timeout: float | None = None,
              on_idle: Callable[[], object] | None = None, max_sleep: float | None = None,
              idle_every: float = 1.0) -> Received | None:
@@ -314,17 +330,7 @@ class Mailbox:
         whatever ``max_sleep`` says (a ring wakes it; its own sends under way still
         keep it to ``max_sleep``: they complete only while it probes).
         """
-        delay = self.min_sleep
-        cap = self.max_sleep if max_sleep is None else max_sleep
-        rung = self._all_rung(comms)
-        if rung:
-            cap = max(cap, RUNG_SLEEP)
-        # a message comes with a ring: no probing
-        long_waits = rung and (self.crowded or self.ring_waits)
-        if long_waits:
-            delay = cap
-            if self.crowded:
-                cap = max(cap, RUNG_IDLE_SLEEP)
+        delay, cap, long_waits = self._sleeps(comms, max_sleep)
         start = time.monotonic()
         next_idle = start + idle_every
         while True:
