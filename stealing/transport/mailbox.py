@@ -97,7 +97,7 @@ class Mailbox:
         self.MPI = MPI
         self.min_sleep = min_sleep
         self.crowded = False        # more leaves than cores here: see AFTER_RING_SLEEP
-        self.ring_waits = False     # a root or router: waits as if crowded (ditto)
+        self.ring_waits = False     # a root or router: sleeps until rung on any host (ditto)
         self.max_sleep = max_sleep
         # [(message's sends, bell name to ring when they complete, comm)]: under way
         self._pending: list[tuple[frames.Outgoing | Request, bytes | None, Comm]] = []
