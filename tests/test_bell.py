@@ -119,25 +119,33 @@ class _Quiet:
         return None
 
 
+def _sleeps_of_a_quiet_wait(path, timeout, **flags):
+    """How many times a wait on one ringing link that never gets a message sleeps
+    in ``timeout`` seconds, with the mailbox's ``flags`` (``crowded``, ``ring_waits``)
+    set; its bell is at ``path``."""
+    from mpi4py import MPI
+
+    from stealing.transport import mailbox as M
+    mb = M.Mailbox(MPI)
+    mb.bell = Bell(bell_name(os.getpid(), path))
+    link = _Quiet()
+    mb._rung.add(id(link))
+    for name, value in flags.items():
+        setattr(mb, name, value)
+    try:
+        assert mb.wait([link], timeout=timeout) is None
+    finally:
+        mb.bell.close()
+    return mb.sleeps
+
+
 def test_a_crowded_wait_sleeps_until_a_ring_from_its_start():
     """With more leaves than cores every wake-up takes CPU from a task: a wait on
     links that all ring sleeps until a ring from its start (at most ``RUNG_SLEEP``)
     instead of probing from 20 us up; elsewhere it still probes from 20 us."""
-    from mpi4py import MPI
-
     from stealing.transport import mailbox as M
-    name = bell_name(os.getpid(), (98, 1))
     for crowded, most in ((True, 3), (False, 100)):
-        mb = M.Mailbox(MPI)
-        mb.bell = Bell(name)
-        link = _Quiet()
-        mb._rung.add(id(link))
-        mb.crowded = crowded
-        try:
-            assert mb.wait([link], timeout=0.1) is None
-            sleeps = mb.sleeps
-        finally:
-            mb.bell.close()
+        sleeps = _sleeps_of_a_quiet_wait((98, 1), 0.1, crowded=crowded)
         assert (sleeps <= most) and (crowded or sleeps >= 8), (crowded, sleeps)
     assert M.crowded(2 * (os.cpu_count() or 1)) and not M.crowded(1)
 
@@ -147,19 +155,8 @@ def test_a_long_crowded_wait_backs_off_to_a_wake_a_second():
     sleep no ring ended (50 ms, 100, 200 ... up to ``RUNG_IDLE_SLEEP``): a leaf
     waiting 1.6 s for work sleeps 5 or 6 times, not 32 (on 256 leaves on 2 cores
     such wakes were most of the leaves')."""
-    from mpi4py import MPI
-
-    from stealing.transport import mailbox as M
-    mb = M.Mailbox(MPI)
-    mb.bell = Bell(bell_name(os.getpid(), (98, 2)))
-    link = _Quiet()
-    mb._rung.add(id(link))
-    mb.crowded = True
-    try:
-        assert mb.wait([link], timeout=1.6) is None
-    finally:
-        mb.bell.close()
-    assert 5 <= mb.sleeps <= 6, mb.sleeps
+    sleeps = _sleeps_of_a_quiet_wait((98, 2), 1.6, crowded=True)
+    assert 5 <= sleeps <= 6, sleeps
 
 
 def test_a_root_or_router_waits_for_rings_on_any_host():
@@ -167,16 +164,5 @@ def test_a_root_or_router_waits_for_rings_on_any_host():
     sleeps until a ring from its start even where the leaves fit the cores, and its
     net under a lost ring stays ``RUNG_SLEEP`` (a crowded wait's grows to a second).
     Probing from 20 us, the 2-leaf comb's root woke about 5 times a message."""
-    from mpi4py import MPI
-
-    from stealing.transport import mailbox as M
-    mb = M.Mailbox(MPI)
-    mb.bell = Bell(bell_name(os.getpid(), (98, 3)))
-    link = _Quiet()
-    mb._rung.add(id(link))
-    mb.ring_waits = True
-    try:
-        assert mb.wait([link], timeout=0.26) is None
-    finally:
-        mb.bell.close()
-    assert 5 <= mb.sleeps <= 7, mb.sleeps       # 50 ms apart, not doubling
+    sleeps = _sleeps_of_a_quiet_wait((98, 3), 0.26, ring_waits=True)
+    assert 5 <= sleeps <= 7, sleeps             # 50 ms apart, not doubling
