@@ -491,8 +491,10 @@ class StealableContext:
             if now is self.below:
                 self.woken()
                 self.rung = rung
-            elif rung and now is self:
-                self.countdown = 0
+            elif now is self:
+                clone.route()
+                if rung:
+                    self.countdown = 0
 
     def _answer(self) -> bool:
         """Read the messages now, from the signal's handler (``_tick``): True when
@@ -542,13 +544,13 @@ class StealableContext:
         finally:
             self.base = saved
             self.level -= 1
-            if self.below is not self and self.horizon != EVERY:
-                if self.countdown > 0:
+            if self.below is not self:
+                if self.countdown > 0 and self.horizon != EVERY:
                     clone.direct()
                     context.set_current(self.below)
-                else:       # a ring came meanwhile (``_tick``): the clones' next
-                    clone.route()   # spawn polls here (a nested call may have put
-                    #                 them back)
+                else:       # a ring came meanwhile (``_tick``), or a thief is owed
+                    clone.route()   # work: the clones' next spawn polls here (a
+                    #                 nested call may have put them back)
 
     # a task --------------------------------------------------------------------
     def run_task(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,

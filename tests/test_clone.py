@@ -128,6 +128,71 @@ def test_a_wake_routes_a_clones_next_spawn_through_the_leaf(monkeypatch):
     assert all(ref().__globals__[slot] is ref() for ref, slot in clone._SLOTS)
 
 
+def _slots_routed() -> list[bool]:
+    return [ref().__globals__[slot] is ref()._dac_routed for ref, slot in clone._SLOTS
+            if ref() is not None]
+
+
+def _ticking(ctx):
+    """``ctx`` as while a ticker runs (its task goes below the horizon in a serial
+    context), with ``binary``'s clone written and every slot holding its clone."""
+    import nested_programs as nest
+    ctx.below = ctx._serial_below
+    spawn_function(nest.binary).ready()
+    clone.direct()
+    return ctx
+
+
+def test_a_tick_in_the_leafs_own_context_routes_the_clones():
+    """A clone's frames can run in the leaf's own context with their slots holding
+    the clones (a call nested below the horizon put them back after a wake routed
+    them): a tick there routes them, so their next spawn polls. Without it, a thief
+    owed work while the clock was paused (every spawn then an entry, counted)
+    waited for the whole subtree under those frames: on UTS T3, 2 leaves, a split
+    answered 805-888 ms after it came, near the end of the run."""
+    from test_nested import _Peer
+
+    from dac import context
+    from dac.stealable import StealableContext
+    ctx = _ticking(StealableContext(_Peer()))
+    saved = context.current()
+    context.set_current(ctx)
+    try:
+        ctx._tick(False, None)
+        assert _slots_routed() and all(_slots_routed())
+        assert ctx.countdown == 1          # a clock's tick: the count left as it was
+        ctx._tick(True, None)
+        assert ctx.countdown == 0          # a ring: the next counted spawn polls
+    finally:
+        context.set_current(saved)
+        clone.direct()
+
+
+def test_a_routed_call_that_returns_while_a_thief_is_owed_leaves_the_clones_routed():
+    """``run_here`` returns into a clone's frames. While a thief is owed work (every
+    spawn an entry, the clock paused) those frames' spawns must come back through
+    the leaf's context, whatever a nested call did to the slots meanwhile; else
+    they run as plain calls until the subtree ends, and the thief waits for it."""
+    import nested_programs as nest
+    from test_nested import _Peer
+
+    from dac import context
+    from dac.stealable import EVERY, StealableContext
+    ctx = _ticking(StealableContext(_Peer()))
+    ctx.owed = 1
+    ctx._place_horizon()
+    assert ctx.horizon == EVERY
+    saved = context.current()
+    context.set_current(ctx)
+    try:
+        assert ctx.run_here(spawn_function(nest.binary), (0,), {}) == 1
+        assert context.current() is ctx
+        assert _slots_routed() and all(_slots_routed())
+    finally:
+        context.set_current(saved)
+        clone.direct()
+
+
 def test_a_clone_is_dropped_with_its_module(tmp_path):
     """A warm leaf serves many scripts: the clones of a module nobody holds any more
     go with it, and wakes stop visiting them."""
