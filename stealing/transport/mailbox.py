@@ -44,14 +44,17 @@ DEEP_IDLE_AFTER = 1.0    # runs; the next job then reaches a level within 50 ms
 # ring that was lost. At 1 ms, 120 leaves of a 128-leaf tree waiting for work probed
 # 1000 times a second each: 0.2 CPU-s a leaf over a 14 s run, both cores full.
 RUNG_SLEEP = 50e-3
-# On a crowded host a wait whose links all ring doubles that net at each sleep no ring
-# ended, up to this: a leaf waiting for work wakes 5 times in its first second, then
-# once a second, where it woke 20 times a second (8 idle leaves of a kept Runtime on 2
-# cores: 1.3 wakes a second each, not 21; 256 sleeping leaves: 0.58-0.65 wakes a node,
-# not 0.80-0.87, and a start-up of 41-48 s, not 50-56).
+# On a crowded host the net of a wait whose links all ring is this, from its first
+# sleep: a leaf waiting for work wakes once a second, where it woke 20 times a second
+# (8 idle leaves of a kept Runtime on 2 cores: 1.3 wakes a second each, not 21; 256
+# sleeping leaves: 0.58-0.65 wakes a node, not 0.80-0.87, and a start-up of 41-48 s,
+# not 50-56). A net that doubled from RUNG_SLEEP still ran out 5,517 times in a job of
+# 256 such leaves (of their 12,613 wakes; each the wake of a process that found
+# nothing to do): from a second, 0.22-0.24 wakes a node against 0.31-0.39, and
+# efficiency 0.46-0.56 (median 0.52, six runs) against 0.47-0.52 (median 0.49, four).
 RUNG_IDLE_SLEEP = 1.0
 # On a crowded host (more leaves than cores) every wake-up takes CPU from a task:
-# there a wait whose links all ring sleeps until a ring (or RUNG_SLEEP) from its
+# there a wait whose links all ring sleeps until a ring (or RUNG_IDLE_SLEEP) from its
 # start, and after a ring whose look found nothing (a send completing late) it probes
 # from AFTER_RING_SLEEP. Elsewhere a wait probes from ``min_sleep`` up: the comb on 2
 # leaves ran at 1.25-1.48x its elision with long waits (6 runs) against 1.31-1.60x
@@ -316,7 +319,7 @@ class Mailbox:
         if long_waits:
             delay = cap
             if self.crowded:
-                cap = max(cap, RUNG_IDLE_SLEEP)
+                cap = delay = max(cap, RUNG_IDLE_SLEEP)
         return delay, cap, long_waits
 
     def wait(self, comms: Sequence[Comm | None], timeout: float | None = None,
@@ -327,7 +330,7 @@ class Mailbox:
         Returns ``(index, source, tag, payload)``, or None after ``timeout`` seconds.
         ``on_idle`` is called every ``idle_every`` seconds of waiting (a watchdog hook).
         Where every link rings this process's bell, a sleep lasts up to ``RUNG_SLEEP``
-        whatever ``max_sleep`` says (a ring wakes it; its own sends under way still
+        (``RUNG_IDLE_SLEEP`` on a crowded host) whatever ``max_sleep`` says (a ring wakes it; its own sends under way still
         keep it to ``max_sleep``: they complete only while it probes).
         """
         delay, cap, long_waits = self._sleeps(comms, max_sleep)
