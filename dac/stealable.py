@@ -479,10 +479,15 @@ class StealableContext:
         the two other lost rings, ``ticker.take_rings`` and ``run_here``: UTS T3 on
         2 leaves, 11-14 splits of about 200 a run waited 41-50 ms for the clock's
         next tick). Only the count: the spawn may come late (the task may be waiting
-        at ``sync``), which says nothing of how fast spawns come (``_poll``).
-        Where a ring finds the task in the program's own code, its messages are
-        read at once (``_answer``), not at the next spawn, which may be a nap or
-        a long loop away."""
+        at ``sync``), which says nothing of how fast spawns come (``_poll``). A tick
+        or a ring in this context also routes the clones: a clone's frames may run
+        here with plain calls in their slots (a nested call put them back after a
+        wake), and nothing else brings them back (``run_here`` does so where a
+        thief is owed and the clock paused: on UTS T3 a split was owed 805-889 ms,
+        until the subtree under those frames ended). Where a ring
+        finds the task in the program's own code, its messages are read at once
+        (``_answer``), not at the next spawn, which may be a nap or a long loop
+        away."""
         if rung and frame is not None and not self.polling and _user_code(frame) \
                 and self._answer():
             return

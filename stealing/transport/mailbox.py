@@ -330,8 +330,9 @@ class Mailbox:
         Returns ``(index, source, tag, payload)``, or None after ``timeout`` seconds.
         ``on_idle`` is called every ``idle_every`` seconds of waiting (a watchdog hook).
         Where every link rings this process's bell, a sleep lasts up to ``RUNG_SLEEP``
-        (``RUNG_IDLE_SLEEP`` on a crowded host) whatever ``max_sleep`` says (a ring wakes it; its own sends under way still
-        keep it to ``max_sleep``: they complete only while it probes).
+        (``RUNG_IDLE_SLEEP`` on a crowded host) whatever ``max_sleep`` says (a ring
+        wakes it; its own sends under way still keep it to ``max_sleep``: they
+        complete only while it probes).
         """
         delay, cap, long_waits = self._sleeps(comms, max_sleep)
         start = time.monotonic()
