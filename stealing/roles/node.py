@@ -208,7 +208,8 @@ class Node(Membership):
                 self._send_return(held[0], held[1])
         self.mailbox.send(comm, obj, rank, tag)
 
-    def hold_return(self, child: Child, results: list[Result], at_once: bool = False) -> None:
+    def hold_return(self, child: Child, results: list[Result],
+                    at_once: bool = False) -> None:
         """Results of spawns ``child``'s subtree split off, to go down to it: at once
         when ``at_once`` (it waits with nothing to run: ``StealPolicy.waiting``) or
         no RETURN went to it in the last ``RETURN_EVERY_S``; else they wait for

@@ -317,9 +317,9 @@ class Mailbox:
             cap = max(cap, RUNG_SLEEP)
         long_waits = rung and (self.crowded or self.ring_waits)
         if long_waits:
-            delay = cap
             if self.crowded:
-                cap = delay = max(cap, RUNG_IDLE_SLEEP)
+                cap = max(cap, RUNG_IDLE_SLEEP)
+            delay = cap
         return delay, cap, long_waits
 
     def wait(self, comms: Sequence[Comm | None], timeout: float | None = None,
