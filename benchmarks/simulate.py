@@ -930,7 +930,7 @@ class StandIn:
     """The leaf as its executor sees it (``stealing.roles.executor.Worker``), with
     nothing to read and nobody stealing (as in ``benchmarks/spawn_cost.py``)."""
 
-    path, owed, has_peers = (0,), 0, True
+    path, owed = (0,), 0
 
     def poll(self) -> None:
         pass

@@ -1,16 +1,18 @@
 """What a spawn costs inside a leaf's task, in nanoseconds, against the serial elision.
 
 A leaf runs its task in a ``dac.stealable.StealableContext``: a ``@spawn`` call is a
-plain call (a leaf alone, or its deque already full) or a deque *entry* (a leaf with
-other leaves in its run: the spawns near the top of the task, so that thieves find
-the shallowest calls; here the task's top makes every call). This measures both in
-this process, with a stand-in for the leaf's worker (no MPI, nothing
-stolen: the cost of the bookkeeping only), beside the same code outside ``dac.run``:
+deque *entry* near the top of the task (so that thieves find the shallowest calls;
+here the task's top makes every call), and a plain call below (``HORIZON`` levels
+down). This measures both in this process, with a stand-in for the leaf's worker (no
+MPI, nothing stolen: the cost of the bookkeeping only), beside the same code outside
+``dac.run``:
 
-  call         ``f(i)`` spawned and dropped (a plain call's cost; entries pile up on
-               the deque of a leaf with peers and run at the task's implicit sync)
+  call         ``f(i)`` spawned and dropped by the task's top call (entries pile up
+               on the deque and run at the task's implicit sync)
   call+sync    ``f(i)`` spawned, then ``sync()`` and ``.result()`` (an entry's whole
                life: pushed, popped by sync, run as a scope)
+  plain call   ``f(i)`` spawned and dropped ``HORIZON`` levels below the task's top
+               (a plain call, as in the elision)
   UTS          examples/uts.py on a small binomial tree (6231 nodes): the ratio of the
                leaf's time to the elision's, per node
   promotion    an entry made a task for a thief (its call pickled, as a split does)
@@ -40,7 +42,7 @@ import uts  # noqa: E402
 import dac  # noqa: E402
 from dac import context  # noqa: E402
 from dac.spawn import spawn_function  # noqa: E402
-from dac.stealable import EVERY, StealableContext  # noqa: E402
+from dac.stealable import EVERY, HORIZON, StealableContext  # noqa: E402
 from stealing.host.stack import on_fresh_stack  # noqa: E402
 
 
@@ -51,6 +53,16 @@ def ident(x):
 
 @dac.spawn
 def calls(n):
+    for i in range(n):
+        ident(i)
+    return 0
+
+
+@dac.spawn
+def calls_below(n, levels):
+    """``calls(n)``'s loop, ``levels`` calls down."""
+    if levels:
+        return dac.sync(calls_below(n, levels - 1))
     for i in range(n):
         ident(i)
     return 0
@@ -113,9 +125,6 @@ class StandIn:
 
     path, owed = (0,), 0
 
-    def __init__(self, has_peers):
-        self.has_peers = has_peers
-
     def poll(self):
         pass
 
@@ -135,10 +144,10 @@ def best(repeat, fn, *args):
     return min(times)
 
 
-def in_leaf(has_peers, f, args):
+def in_leaf(f, args):
     """``f(*args)`` (``f`` a ``@spawn`` function) as a leaf runs a task (on a fresh
     stack, as a leaf serves)."""
-    ctx = StealableContext(StandIn(has_peers))
+    ctx = StealableContext(StandIn())
     return on_fresh_stack(ctx.run_task, spawn_function(f), args, {}, 0, False)
 
 
@@ -148,7 +157,7 @@ def promotion_ns(repeat, n):
     ``ident(i)`` pushed on a leaf with peers, then split off half by half."""
     times = []
     for _ in range(repeat):
-        ctx = StealableContext(StandIn(True))
+        ctx = StealableContext(StandIn())
         ctx.horizon = EVERY                 # every spawn an entry (a leaf owing a thief)
         saved = context.current()
         context.set_current(ctx)
@@ -173,28 +182,24 @@ def main() -> int:
     args = ap.parse_args()
     n = args.calls
     rows = {}
-    for name, f in (("call", calls), ("call+sync", calls_and_syncs)):
+    for name, f, fargs in (("call", calls, (n,)), ("call+sync", calls_and_syncs, (n,)),
+                           ("plain call", calls_below, (n, HORIZON))):
         serial = best(args.repeat, on_fresh_stack, context.run_serially,
-                      spawn_function(f), (n,), {})
-        alone = best(args.repeat, in_leaf, False, f, (n,))
-        peers = best(args.repeat, in_leaf, True, f, (n,))
-        rows[name] = {k: v / n * 1e9 for k, v in
-                      (("elision", serial), ("alone", alone), ("peers", peers))}
+                      spawn_function(f), fargs, {})
+        leaf = best(args.repeat, in_leaf, f, fargs)
+        rows[name] = {"elision": serial / n * 1e9, "leaf": leaf / n * 1e9}
     tree = uts.Tree("binomial", 30, 42, q=0.124875, m=8)
     root = uts.rng_init(tree.seed)
     nodes = uts.count_recursive(tree)[0]
     serial = best(args.repeat, on_fresh_stack, uts.count_recursive, tree)
-    alone = best(args.repeat, in_leaf, False, uts.uts, (tree, root, 0))
-    peers = best(args.repeat, in_leaf, True, uts.uts, (tree, root, 0))
-    rows["UTS node"] = {"elision": serial / nodes * 1e9, "alone": alone / nodes * 1e9,
-                        "peers": peers / nodes * 1e9}
+    leaf = best(args.repeat, in_leaf, uts.uts, (tree, root, 0))
+    rows["UTS node"] = {"elision": serial / nodes * 1e9, "leaf": leaf / nodes * 1e9}
     print(f"ns per spawn inside a leaf's task (best of {args.repeat}; {n} calls, UTS: "
           f"{nodes} nodes); in brackets the extra over the elision")
-    print(f"{'':10s} {'elision':>9s} {'leaf alone':>18s} {'leaf with peers':>18s}")
+    print(f"{'':10s} {'elision':>9s} {'in a leaf':>18s}")
     for name, r in rows.items():
         e = r["elision"]
-        print(f"{name:10s} {e:9.0f} {r['alone']:9.0f} ({r['alone'] - e:+5.0f}) "
-              f"{r['peers']:9.0f} ({r['peers'] - e:+5.0f})")
+        print(f"{name:10s} {e:9.0f} {r['leaf']:9.0f} ({r['leaf'] - e:+5.0f})")
     rows["over plain"] = over_plain(args.repeat, n)
     print(f"the elision over plain Python: a spawn {rows['over plain']['spawn']:.0f} ns "
           f"over a plain call; two spawns and their sync "
@@ -203,8 +208,7 @@ def main() -> int:
     print(f"a promotion (an entry made a task for a thief: its call pickled): "
           f"{rows['promotion']['ns']:.0f} ns")
     u = rows["UTS node"]
-    print(f"UTS in a leaf: alone {u['alone'] / u['elision']:.2f}x the elision, with peers "
-          f"{u['peers'] / u['elision']:.2f}x")
+    print(f"UTS in a leaf: {u['leaf'] / u['elision']:.2f}x the elision")
     if args.json:
         print(json.dumps(rows))
     return 0

@@ -282,7 +282,7 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
             report = dac.run_report(sf, *args, procs=procs, depth=d)
             rows[f"depth={d}"].append(report.elapsed_s - report.stats["startup_s"])
             wrong += [(f"depth={d}", report.result)] if report.result != want else []
-    leaf_s, got = timed(in_leaf, True, sf, args)
+    leaf_s, got = timed(in_leaf, sf, args)
     wrong += [("leaf", got)] if got != want else []
     promoted = rows.pop("promoted")             # (counts: spawns handed to thieves)
     promotions = [n / t for n, t in zip(promoted, rows["compute"])]

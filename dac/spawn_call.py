@@ -61,22 +61,21 @@ def _dac_spawn({params}):
                 _dac_ctx.seq += 1
                 _dac_ctx.deque.append(_dac_f)
                 return _dac_f
-            if _dac_ctx.full:
-                _dac_ctx.level += 1
-                _dac_b = _dac_ctx.below     # (itself where no ticker runs: no switch,
-                if _dac_b is not _dac_ctx:  # two stores of the context cost 80 ns)
-                    _dac_set(_dac_b)
-                    _dac_r = _dac_run       # (below the horizon: the fast clone)
-                else:
-                    _dac_r = _dac_fn        # (no ticker to wake a clone: the body)
-                try:
-                    _dac_f = _dac_Done()
-                    _dac_f._value = _dac_r({forward})
-                    return _dac_f
-                finally:
-                    _dac_ctx.level -= 1
-                    if _dac_b is not _dac_ctx:
-                        _dac_set(_dac_ctx)
+            _dac_ctx.level += 1
+            _dac_b = _dac_ctx.below         # (itself where no ticker runs: no switch,
+            if _dac_b is not _dac_ctx:      # two stores of the context cost 80 ns)
+                _dac_set(_dac_b)
+                _dac_r = _dac_run           # (below the horizon: the fast clone)
+            else:
+                _dac_r = _dac_fn            # (no ticker to wake a clone: the body)
+            try:
+                _dac_f = _dac_Done()
+                _dac_f._value = _dac_r({forward})
+                return _dac_f
+            finally:
+                _dac_ctx.level -= 1
+                if _dac_b is not _dac_ctx:
+                    _dac_set(_dac_ctx)
         return _dac_ctx.call(_dac_sf, {given})
     return _dac_sf._dispatch(_dac_ctx, {given})
 """

@@ -11,8 +11,8 @@ was stolen lets the worker run other work until its result is back (``Worker.wai
 
 The grain (lazy task creation, after Mohr, Kranz and Halstead): an entry costs about
 half a microsecond more than a plain call, so a leaf makes entries only where thieves
-need them. On a leaf with other leaves in its run (``worker.has_peers``), a spawn is
-an entry while it is made less than ``HORIZON`` levels below its task's top call
+need them. A spawn is an entry while it is made less than ``HORIZON`` levels below
+its task's top call
 (``horizon``, a level of this leaf's stack); deeper, it is a plain call, as in the
 serial elision. The deque then holds the unstarted siblings along the top of the
 running path: the oldest, the shallowest, is the biggest piece a thief can get, and a
@@ -36,11 +36,14 @@ slowly (``SLOW``) are all entries: beside work of a millisecond a spawn, an entr
 costs nothing. Measured on 2 leaves (``benchmarks/work_first.py``), fib 32 ran at
 0.65-0.69x its elision with every spawn an entry, and at 1.23-1.35x so. Making spawns
 entries by the number of entries on the deque instead (while it holds fewer than
-``KEEP``, or every k-th spawn) was tried and dropped: a plain call runs its whole
+two, or every k-th spawn) was tried and dropped: a plain call runs its whole
 subtree before its later siblings even exist, so a thief found only deep, small
-entries (UTS T3: one node a steal, 1.1x the elision). A leaf alone has no thief: a
-call becomes an entry only while the deque holds fewer than ``KEEP`` entries, or when
-the worker owes a thief work (asked while the deque was empty: the next spawn pays).
+entries (UTS T3: one node a steal, 1.1x the elision). A leaf alone in its run does
+the same as one with peers (a leaf added by ``grow`` may steal from it): it once
+made a spawn an entry while its deque held fewer than two, and ran the body, not
+the clone, below them; in one process (``benchmarks/spawn_cost.py``'s stand-in)
+fib 30 took 8.7x its elision, N-Queens 12 2.1x, UTS T3 1.3x and Langford 11 1.2x,
+where a leaf with peers took 1.00-1.03x.
 The grain of a function with ``cutoff=`` or ``leaf=`` (``grain_fixed``): its calls
 above the grain are entries like any other; a call at the grain (its ``cutoff``
 holds, it is ``depth=`` deep, or for ``leaf=`` alone, as deep as the run needs for
@@ -83,8 +86,7 @@ if TYPE_CHECKING:
 
     from .spawn import SpawnFunction
 
-KEEP = 2            # entries the deque keeps on a leaf alone (see the docstring)
-HORIZON = 4         # levels of each task whose spawns are entries, on a leaf with peers
+HORIZON = 4         # levels of each task whose spawns are entries
 WIDE = 8            # ... below the task's top call, while the deque holds fewer entries
 EVERY = sys.maxsize     # a horizon below every level: every spawn an entry
 SLOW = 32           # spawns between two polls (2 ms) at or under which each is an entry
@@ -206,9 +208,8 @@ class StealableContext:
 
     whole_sync = True   # ``dac.context.sync`` hands every call to ``sync`` as given
 
-    def __init__(self, worker: Worker, keep: int = KEEP) -> None:
+    def __init__(self, worker: Worker) -> None:
         self.worker = worker
-        self.keep = keep
         self.deque: deque[Entry] = deque()
         self.seq = 0                    # the number of the next entry
         self.base = 0                   # the first number of the running scope
@@ -233,17 +234,15 @@ class StealableContext:
         self.countdown = 1              # spawns until the next poll ...
         self.interval = 1               # ... and between two polls, sized by the clock
         self.last_poll = time.perf_counter()
-        # other leaves may steal: spawns above the horizon are entries (docstring)
-        self.eager = bool(getattr(worker, "has_peers", False))
         # a spawn made at a level above this one is an entry (the spawn's function
-        # pushes it itself); -1 on a leaf alone, which keeps ``keep`` entries instead
+        # pushes it itself); below it, a plain call (see the module's docstring)
         self.horizon = -1
         self.top_horizon = -1           # ... where the running task's top puts it
         self.open_to = -1               # a spawn at or above it: an entry past WIDE too
-        # the context a task runs in below the horizon, on a leaf with peers: a serial
-        # one (a spawn there is the elision's plain call: no count, no level) that the
-        # ticker's tick turns back into this one (``_tick``); this one itself while
-        # no ticker runs (a leaf alone, another thread)
+        # the context a task runs in below the horizon: a serial one (a spawn there
+        # is the elision's plain call: no count, no level) that the ticker's tick
+        # turns back into this one (``_tick``); this one itself while no ticker runs
+        # (another thread, a program's own SIGALRM handler)
         self.below: StealableContext | context.SerialContext = self
         self._serial_below = context.SerialContext(0, self)     # (``below`` while ticking)
         self.woke = False               # a tick turned a task back: the next poll is its
@@ -251,14 +250,6 @@ class StealableContext:
         self.rung = False               # ... and it was the parent's ring
         self.missed = 0                 # polls since a ring that found no message
         self.polling = 0                # > 0: reading messages, or pickling for them
-        # True while a spawn below the horizon may be a plain call: eager, or the
-        # deque holds ``keep`` entries and no thief is owed any.
-        # the spawn's function reads it (and ``countdown``) itself, so a plain call
-        # costs no call of ``call``.
-        self.full = self.eager or keep <= 0
-
-    def _update(self) -> None:
-        self.full = self.eager or (len(self.deque) >= self.keep and not self.owed)
 
     # the spawn path (the spawn's function makes plain calls) -------------
     def call(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Future:
@@ -269,9 +260,9 @@ class StealableContext:
         run: SpawnFunction | Grain = sf
         if sf.grain_fixed and not self.serial:  # (below a call at its grain: plain)
             run = self._grain_of(sf, args, kwargs)
-        if self.serial and sf.grain_fixed or self.full and (
+        if self.serial and sf.grain_fixed or (
                 self.level >= self.horizon or self.level > self.open_to
-                and len(self.deque) >= WIDE) and not (self.eager and sf.grain_fixed):
+                and len(self.deque) >= WIDE) and not sf.grain_fixed:
             self.level += 1
             try:
                 return done(run.fn(*args, **kwargs))
@@ -286,8 +277,6 @@ class StealableContext:
         self.deque.append(entry)
         if self.owed and self._due(_clock()):
             self._pay()
-        if not self.eager:                  # _update, inlined on the spawn path
-            self.full = len(self.deque) >= self.keep and not self.owed
         return entry
 
     def _grain_of(self, sf: SpawnFunction, args: tuple, kwargs: dict) -> Grain:
@@ -412,7 +401,6 @@ class StealableContext:
             self._poll()
             return
         entry = self.deque.pop()
-        self.full = self.eager
         sf, args, kwargs = entry._call
         # (no try/finally: a failure ends the task, and run_task puts the level and
         # the scope back; inline, not shared with run_here: a frame more per level
@@ -468,7 +456,6 @@ class StealableContext:
             else:
                 self.missed = 0
         self._place_horizon()
-        self._update()
 
     def _tick(self, rung: bool, frame: Any = None) -> None:
         """The ticker's tick or the parent's ring (``dac.ticker``): a task that
@@ -512,7 +499,6 @@ class StealableContext:
                 return False
             self.missed = 0
             self._place_horizon()
-            self._update()
             return not self.owed
         finally:
             self.polling -= 1
@@ -571,7 +557,7 @@ class StealableContext:
         saved_horizon, saved_top, saved_open = self.horizon, self.top_horizon, self.open_to
         outer = saved_state is not self     # not a task run while another one waits
         sf.ready()                          # (its clone written before the clock runs)
-        if outer and self.eager and ticker.start(    # (armed by _place_horizon below)
+        if outer and ticker.start(    # (armed by _place_horizon below)
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
                 paused=True):
             self.below = self._serial_below
@@ -581,13 +567,11 @@ class StealableContext:
         self.depth = depth
         self.origin = self.level - depth
         self.level += 1
-        if self.eager:
-            self.top_horizon = self.level + HORIZON
-            self._place_horizon()
+        self.top_horizon = self.level + HORIZON
+        self._place_horizon()
         at = self._begin_grain(sf, args, kwargs, depth, use_leaf, grain, target)
         if self.worker.owed:                # a split came before this task started
             self.owed, self.worker.owed = self.worker.owed, 0
-            self._update()
         context.deeper(LEAF_FRAMES)
         try:
             if at and sf.leaf is not None:
@@ -632,7 +616,6 @@ class StealableContext:
         self.owed = 0
         self.serial = 0
         self.counting = False
-        self._update()
 
     # thieves ---------------------------------------------------------------------
     def split(self, want: int) -> list:
@@ -645,28 +628,25 @@ class StealableContext:
         if want <= 0:
             self.owed = 0
             self._place_horizon()
-            self._update()
             return []
         if self.counting:                   # the grain is not fixed yet: owed
             self.owed = want
-            self._update()
             return []
         out = self._take(want)
         self.owed = 0 if out else want
         if not out:                 # every spawn an entry until it is paid
             self.owed_at = _clock()
             self._place_horizon()
-        self._update()
         return out
 
     def _due(self, now: float) -> bool:
-        """A split owed is paid now: on a leaf alone at once, with the next spawn;
-        with peers ``POLL_S`` after it was asked, from the spawns made meanwhile.
+        """A split owed is paid now: ``POLL_S`` after it was asked, from the spawns
+        made meanwhile.
         Paid at the next spawn, a thief got the one call made then, deep in the
         tree: on 2 leaves fib 32 ran at 1.29x its elision, N-Queens 13 at 1.60x,
         UTS T3 at 1.34x and the comb at 1.21x; paid a poll later, at 1.43x, 1.78x,
         1.49x and 1.68x (one run each)."""
-        return not self.eager or now - self.owed_at >= POLL_S
+        return now - self.owed_at >= POLL_S
 
     def _pay(self) -> None:
         if self.counting:                   # owed until the grain is fixed
@@ -678,7 +658,7 @@ class StealableContext:
             self.worker.offer(given)
 
     def _place_horizon(self) -> None:
-        """Where spawns turn plain calls, on a leaf with peers: nowhere (``EVERY``)
+        """Where spawns turn plain calls: nowhere (``EVERY``)
         while a thief is owed work, or while spawns are slow (``SLOW`` or fewer
         between two polls: an entry's half microsecond is nothing beside them, and
         a comb's spine of 3 ms levels is all there to steal); else ``HORIZON``
@@ -688,8 +668,6 @@ class StealableContext:
         1.43x with the horizon back once the thief was paid; put back ``HORIZON``
         levels below the call running then, it made every spawn of Langford 9 an
         entry."""
-        if not self.eager:
-            return
         if self.owed or self.interval <= SLOW:
             self.horizon = self.open_to = EVERY
             if self.below is not self:  # no level below the horizon: every spawn

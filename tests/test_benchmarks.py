@@ -189,11 +189,12 @@ def test_spawn_cost_measures_calls_entries_and_a_promotion():
                                    "--repeat", "1", "--json")
     assert code == 0, err
     rows = json.loads(out.strip().splitlines()[-1])
-    assert set(rows) == {"call", "call+sync", "UTS node", "promotion", "over plain"}
+    assert set(rows) == {"call", "call+sync", "plain call", "UTS node", "promotion",
+                         "over plain"}
     assert set(rows["over plain"]) == {"spawn", "spawn+sync"}
     assert all(math.isfinite(v) for v in rows["over plain"].values())
-    for name in ("call", "call+sync", "UTS node"):
-        assert set(rows[name]) == {"elision", "alone", "peers"}
+    for name in ("call", "call+sync", "plain call", "UTS node"):
+        assert set(rows[name]) == {"elision", "leaf"}
         assert all(v > 0 for v in rows[name].values())
     assert rows["promotion"]["ns"] > 0
 

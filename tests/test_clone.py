@@ -150,11 +150,11 @@ def test_a_tick_in_the_leafs_own_context_routes_the_clones():
     owed work while the clock was paused (every spawn then an entry, counted)
     waited for the whole subtree under those frames: on UTS T3, 2 leaves, a split
     answered 805-888 ms after it came, near the end of the run."""
-    from test_nested import _Peer
+    from test_nested import _Worker
 
     from dac import context
     from dac.stealable import StealableContext
-    ctx = _ticking(StealableContext(_Peer()))
+    ctx = _ticking(StealableContext(_Worker()))
     saved = context.current()
     context.set_current(ctx)
     try:
@@ -174,11 +174,11 @@ def test_a_routed_call_that_returns_while_a_thief_is_owed_leaves_the_clones_rout
     the leaf's context, whatever a nested call did to the slots meanwhile; else
     they run as plain calls until the subtree ends, and the thief waits for it."""
     import nested_programs as nest
-    from test_nested import _Peer
+    from test_nested import _Worker
 
     from dac import context
     from dac.stealable import EVERY, StealableContext
-    ctx = _ticking(StealableContext(_Peer()))
+    ctx = _ticking(StealableContext(_Worker()))
     ctx.owed = 1
     ctx._place_horizon()
     assert ctx.horizon == EVERY

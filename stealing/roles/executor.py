@@ -24,10 +24,6 @@ class Worker(Protocol):
     path: tuple[int, ...]
     """The leaf's address: the owner part of the ids of the spawns it splits off."""
 
-    has_peers: bool
-    """The run has other leaves, which may steal from this one: every spawn is worth
-    making stealable (alone, a leaf keeps most spawns plain calls)."""
-
     owed: int
     """Tasks a split asked for before the next task started: the executor takes the
     debt over when it starts that task (and sets this to 0)."""

@@ -141,7 +141,6 @@ class Leaf:
         self.exhausted = False     # the parent said "no more" (no asking ahead)
         self.ready_sent = False
         self.path = init.path               # owner address of its split spawns
-        self.has_peers = init.tree.leaves > 1   # other leaves may steal from it
         # Only a persistent CPU leaf is a worker (see the module docstring); a
         # spawn-per-batch or GPU leaf runs each task serially, as it comes.
         self.worker: Worker | None = self if not self.one_shot and self.device < 0 else None
