@@ -11,8 +11,10 @@ MPI, nothing stolen: the cost of the bookkeeping only), beside the same code out
                on the deque and run at the task's implicit sync)
   call+sync    ``f(i)`` spawned, then ``sync()`` and ``.result()`` (an entry's whole
                life: pushed, popped by sync, run as a scope)
-  plain call   ``f(i)`` spawned and dropped ``HORIZON`` levels below the task's top
-               (a plain call, as in the elision)
+  plain call   ``f(i)`` spawned and dropped by a call ``HORIZON`` levels below the
+               task's top (a plain call: each crosses to the serial context below
+               the horizon and back; a recursion crosses once a subtree, as its
+               clone runs below)
   UTS          examples/uts.py on a small binomial tree (6231 nodes): the ratio of the
                leaf's time to the elision's, per node
   promotion    an entry made a task for a thief (its call pickled, as a split does)
@@ -154,7 +156,7 @@ def in_leaf(f, args):
 def promotion_ns(repeat, n):
     """What turning one entry into a task for a thief costs (``_take``: the call
     pickled with its arguments, as a split answers), in ns: ``n`` entries of
-    ``ident(i)`` pushed on a leaf with peers, then split off half by half."""
+    ``ident(i)`` pushed on a leaf that owes a thief, then split off half by half."""
     times = []
     for _ in range(repeat):
         ctx = StealableContext(StandIn())

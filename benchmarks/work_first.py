@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'-'.join(str(x) for x in sorted(set(r['promotions_per_s']))):>12s}{tuned}"
               + ("   WRONG " + r["wrong"] if r["wrong"] != "[]" else ""))
     promoted = promotion_ns(max(1, args.repeat), 2000 if args.quick else 20000)
-    print("ns/spawn: over a plain call, in the elision and in a leaf with peers (entries "
+    print("ns/spawn: over a plain call, in the elision and in a leaf (entries "
           "near the top of a task, plain calls below); inflation: the leaves' CPU over "
           "the elision's time; dac/elision: the computation alone (best of the "
           "repetitions); whole/plain: plain Python over dac's whole call, start-up "

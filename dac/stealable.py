@@ -11,10 +11,9 @@ was stolen lets the worker run other work until its result is back (``Worker.wai
 
 The grain (lazy task creation, after Mohr, Kranz and Halstead): an entry costs about
 half a microsecond more than a plain call, so a leaf makes entries only where thieves
-need them. A spawn is an entry while it is made less than ``HORIZON`` levels below
-its task's top call
-(``horizon``, a level of this leaf's stack); deeper, it is a plain call, as in the
-serial elision. The deque then holds the unstarted siblings along the top of the
+need them. A spawn is an entry while it is made less than ``HORIZON`` levels below its
+task's top call (``horizon``, a level of this leaf's stack); deeper, it is a plain
+call, as in the serial elision. The deque then holds the unstarted siblings along the top of the
 running path: the oldest, the shallowest, is the biggest piece a thief can get, and a
 task a thief takes has top levels of its own. Below the task's top call, a spawn
 above the horizon is an entry only while the deque holds fewer than ``WIDE`` entries
@@ -557,7 +556,7 @@ class StealableContext:
         saved_horizon, saved_top, saved_open = self.horizon, self.top_horizon, self.open_to
         outer = saved_state is not self     # not a task run while another one waits
         sf.ready()                          # (its clone written before the clock runs)
-        if outer and ticker.start(    # (armed by _place_horizon below)
+        if outer and ticker.start(          # (armed by _place_horizon below)
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
                 paused=True):
             self.below = self._serial_below
@@ -658,16 +657,15 @@ class StealableContext:
             self.worker.offer(given)
 
     def _place_horizon(self) -> None:
-        """Where spawns turn plain calls: nowhere (``EVERY``)
-        while a thief is owed work, or while spawns are slow (``SLOW`` or fewer
-        between two polls: an entry's half microsecond is nothing beside them, and
-        a comb's spine of 3 ms levels is all there to steal); else ``HORIZON``
-        levels below the task's top call. Every spawn an entry from a thief's
-        first empty-handed request to the end of the task ran fib 32 on 2 leaves
-        at 1.11x its elision (a leaf's first task lasts the whole run), against
-        1.43x with the horizon back once the thief was paid; put back ``HORIZON``
-        levels below the call running then, it made every spawn of Langford 9 an
-        entry."""
+        """Where spawns turn plain calls: nowhere (``EVERY``) while a thief is owed
+        work, or while spawns are slow (``SLOW`` or fewer between two polls: an
+        entry's half microsecond is nothing beside them, and a comb's spine of 3 ms
+        levels is all there to steal); else ``HORIZON`` levels below the task's top
+        call. Every spawn an entry from a thief's first empty-handed request to the
+        end of the task ran fib 32 on 2 leaves at 1.11x its elision (a leaf's first
+        task lasts the whole run), against 1.43x with the horizon back once the
+        thief was paid; put back ``HORIZON`` levels below the call running then, it
+        made every spawn of Langford 9 an entry."""
         if self.owed or self.interval <= SLOW:
             self.horizon = self.open_to = EVERY
             if self.below is not self:  # no level below the horizon: every spawn
