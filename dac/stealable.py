@@ -13,14 +13,14 @@ The grain (lazy task creation, after Mohr, Kranz and Halstead): an entry costs a
 half a microsecond more than a plain call, so a leaf makes entries only where thieves
 need them. A spawn is an entry while it is made less than ``HORIZON`` levels below its
 task's top call (``horizon``, a level of this leaf's stack); deeper, it is a plain
-call, as in the serial elision. The deque then holds the unstarted siblings along the top of the
-running path: the oldest, the shallowest, is the biggest piece a thief can get, and a
-task a thief takes has top levels of its own. Below the task's top call, a spawn
-above the horizon is an entry only while the deque holds fewer than ``WIDE`` entries
-(the top call's own spawns always are): in a wide tree the top ``HORIZON`` levels hold
-thousands of calls (N-Queens 12: 12, then about 10, 8, 6 a node), each of them an
-entry, where a deque of a few shallow entries is all thieves need; a binary tree's
-holds one a level, as before. On 2 leaves (``work_first.py --small``, three
+call, as in the serial elision. The deque then holds the unstarted siblings along the
+top of the running path: the oldest, the shallowest, is the biggest piece a thief can
+get, and a task a thief takes has top levels of its own. Below the task's top call, a
+spawn above the horizon is an entry only while the deque holds fewer than ``WIDE``
+entries (the top call's own spawns always are): in a wide tree the top ``HORIZON``
+levels hold thousands of calls (N-Queens 12: 12, then about 10, 8, 6 a node), each of
+them an entry, where a deque of a few shallow entries is all thieves need; a binary
+tree's holds one a level, as before. On 2 leaves (``work_first.py --small``, three
 interleaved pairs): N-Queens 12 1.48-1.63x its elision against 1.25-1.48x, the leaves'
 CPU 1.21-1.29x the elision's against 1.32-1.47x; Langford 11 1.84-1.88x against
 1.62-1.74x (CPU 1.05-1.08x against 1.12-1.21x); fib, UTS T3 and the comb within their
@@ -470,10 +470,9 @@ class StealableContext:
         here with plain calls in their slots (a nested call put them back after a
         wake), and nothing else brings them back (``run_here`` does so where a
         thief is owed and the clock paused: on UTS T3 a split was owed 805-889 ms,
-        until the subtree under those frames ended). Where a ring
-        finds the task in the program's own code, its messages are read at once
-        (``_answer``), not at the next spawn, which may be a nap or a long loop
-        away."""
+        until the subtree under those frames ended). Where a ring finds the task
+        in the program's own code, its messages are read at once (``_answer``), not
+        at the next spawn, which may be a nap or a long loop away."""
         if rung and frame is not None and not self.polling and _user_code(frame) \
                 and self._answer():
             return
