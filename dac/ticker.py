@@ -76,6 +76,11 @@ def take_rings() -> None:
             pass
 
 
+def rings_signal() -> bool:
+    """A ring of the parent raises ``SIGIO`` now (the doorbell is armed)."""
+    return _ring_fd[0] is not None and (not _paused[0] or _rings[0])
+
+
 def _on_tick(signum: int, frame: Any) -> None:
     target = _target[0]
     if target is not None:

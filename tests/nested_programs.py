@@ -402,6 +402,17 @@ def nap_after_ring(levels: int, ring, nap: float, out: dict) -> int:
 
 
 @spawn
+def slow_comb(levels: int, ms: float) -> int:
+    """``levels`` spawns one below the other, ``ms`` apart, each beside a call that
+    waits on the deque until the end (something a thief could take): ``levels``."""
+    if levels == 0:
+        return 0
+    a = one_more(0)
+    time.sleep(ms / 1000.0)
+    return sync(slow_comb(levels - 1, ms)) + sync(a)
+
+
+@spawn
 def one_more(x: int) -> int:
     """A task that spawns nothing (as a thief's task of one UTS node)."""
     return x + 1
