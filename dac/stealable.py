@@ -248,6 +248,8 @@ class StealableContext:
         self.ticked = 0.0               # ... at this time (the clock)
         self.rung = False               # ... and it was the parent's ring
         self.missed = 0                 # polls since a ring that found no message
+        self.asked = False              # a ring found this context: the next look polls
+        self.skipped = 0                # spawns that did not poll since the last poll
         self.polling = 0                # > 0: reading messages, or pickling for them
 
     # the spawn path (the spawn's function makes plain calls) -------------
@@ -397,7 +399,7 @@ class StealableContext:
         large) reading messages. Read before the entry is taken: a call spawned just
         before a long nap, then synced, went to a thief that asked meanwhile.
         A ring that came while the runtime's code ran (``_tick``) polls here too."""
-        if (self.rung or _clock() - self.last_poll >= POLL_S) and self._poll():
+        if (self.asked or _clock() - self.last_poll >= POLL_S) and self._poll():
             return
         entry = self.deque.pop()
         sf, args, kwargs = entry._call
@@ -436,11 +438,16 @@ class StealableContext:
         so). False when it did not poll."""
         now = time.perf_counter()
         spent = now - self.last_poll
-        if self.interval == 1 and not (self.rung or self.missed or self.woke or self.owed) \
+        if self.interval == 1 and spent >= SLOW_GAP * self.skipped and not (
+                self.asked or self.rung or self.missed or self.woke or self.owed) \
                 and spent < (SLOW_TICK_S if ticker.rings_signal() else POLL_S):
+            self.skipped += self.countdown <= 0     # a spawn's (not a sync's)
             self.countdown = 1          # spawns come slowly, and nothing rang
             return False
+        made = self.interval + self.skipped     # spawns counted since the last poll
         self.last_poll = now
+        self.skipped = 0
+        self.asked = False
         rung, self.rung = self.rung, False
         if self.woke:                   # the first spawn after a tick
             self.woke = False
@@ -449,7 +456,7 @@ class StealableContext:
         elif self.below is self or self.horizon == EVERY:   # each spawn counted
             # at most doubled per poll (one short sample must not postpone the next
             # poll by thousands of spawns: they may each take long), cut at once
-            fit = int(self.interval * POLL_S / spent) if spent > 0 else 1 << 16
+            fit = int(made * POLL_S / spent) if spent > 0 else 1 << 16
             self.interval = max(1, min(1 << 16, 2 * self.interval, fit))
         self.countdown = self.interval
         if self.owed and self.deque and self._due(now):   # what spawns made since
@@ -495,7 +502,7 @@ class StealableContext:
                 clone.route()
                 if rung:
                     self.countdown = 0
-                    self.rung = True
+                    self.asked = True
 
     def _answer(self) -> bool:
         """Read the messages now, from the signal's handler (``_tick``): True when
