@@ -413,21 +413,12 @@ def slow_comb(levels: int, ms: float) -> int:
 
 
 @spawn
-def quick_tree(depth: int) -> int:
-    """A binary tree ``depth`` deep of fast spawns: returns 2**depth."""
-    if depth == 0:
-        return 1
-    a, b = sync(quick_tree(depth - 1), quick_tree(depth - 1))
-    return a + b
-
-
-@spawn
 def slow_then_fast(levels: int, ms: float, depth: int, ctx, seen: list) -> int:
-    """``slow_comb``, then ``quick_tree``: the leaf's spawns between two polls
-    (``ctx.interval``) after each."""
+    """``slow_comb``, then ``where`` (fast spawns): the leaf's spawns between two
+    polls (``ctx.interval``) after each."""
     got = sync(slow_comb(levels, ms))
     seen.append(ctx.interval)
-    got += sync(quick_tree(depth))
+    got += sync(where(depth, []))
     seen.append(ctx.interval)
     return got
 
