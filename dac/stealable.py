@@ -434,8 +434,10 @@ class StealableContext:
         While spawns are slow (each one would poll) and the parent's ring signals
         the task, a poll comes only after a ring, else ``SLOW_TICK_S`` after the
         last (a net for a ring lost): 256 sleeping leaves on 2 cores polled 1.3
-        times a node, each probe with cold caches (efficiency 0.48-0.52; 0.52-0.56
-        so). False when it did not poll."""
+        times a node, each probe with cold caches (efficiency 0.48-0.53; 0.52-0.56
+        so). The spawns let by are counted (``skipped``) and let by only while they
+        come ``SLOW_GAP`` apart or more, so that spawns which speed up again space
+        the polls out again. False when it did not poll."""
         now = time.perf_counter()
         spent = now - self.last_poll
         if self.interval == 1 and spent >= SLOW_GAP * self.skipped and not (
