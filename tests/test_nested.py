@@ -501,6 +501,18 @@ class _RungPeer(_Worker):
         self.ring_fd = self.bell.fileno()
 
 
+def _run_then_close(peer, fn, args_of):
+    """``fn`` run as a task in a new context of ``peer`` (its arguments from
+    ``args_of(ctx)``), then ``peer``'s bell closed where it has one."""
+    from dac.stealable import StealableContext
+    try:
+        ctx = StealableContext(peer)
+        return ctx.run_task(spawn_function(fn), args_of(ctx), {}, 0, False)
+    finally:
+        if hasattr(peer, "bell"):
+            peer.bell.close()
+
+
 def test_slow_spawns_poll_by_the_clock_where_a_ring_signals():
     """Spawns that come slowly each poll while nothing rings the leaf (a parent on
     another host); where the parent's rings signal the task (something on its deque
@@ -508,16 +520,10 @@ def test_slow_spawns_poll_by_the_clock_where_a_ring_signals():
     poll (a net for a ring lost): 256 sleeping leaves on 2 cores polled 1.3 times a
     node, the poll's probe with cold caches the leaves' largest cost after the
     program's own (0.48-0.52 efficiency; 0.52-0.56 polling so)."""
-    from dac.stealable import SLOW_TICK_S, StealableContext
+    from dac.stealable import SLOW_TICK_S
     levels, ms = 40, 5.0
     for peer, most in ((_Worker(), None), (_RungPeer(), 2 + levels * ms / 1e3 / SLOW_TICK_S)):
-        try:
-            ctx = StealableContext(peer)
-            assert ctx.run_task(spawn_function(nest.slow_comb), (levels, ms), {}, 0,
-                                False) == levels
-        finally:
-            if hasattr(peer, "bell"):
-                peer.bell.close()
+        assert _run_then_close(peer, nest.slow_comb, lambda ctx: (levels, ms)) == levels
         if most is None:
             assert peer.polls >= levels - 2        # every slow spawn
         else:
@@ -530,16 +536,11 @@ def test_spawns_that_speed_up_again_are_counted_again():
     its polls space out again, with the horizon back (a count left at one made every
     spawn of UTS T3 an entry that looked at the clock: 1.34x its elision on 2 leaves
     against 1.74x)."""
-    from dac.stealable import SLOW, StealableContext
+    from dac.stealable import SLOW
     for peer in (_Worker(), _RungPeer()):
         seen = []
-        try:
-            ctx = StealableContext(peer)
-            assert ctx.run_task(spawn_function(nest.slow_then_fast),
-                                (20, 5.0, 15, ctx, seen), {}, 0, False) == 20 + 2 ** 15
-        finally:
-            if hasattr(peer, "bell"):
-                peer.bell.close()
+        assert _run_then_close(peer, nest.slow_then_fast,
+                               lambda ctx: (20, 5.0, 15, ctx, seen)) == 20 + 2 ** 15
         assert seen[0] == 1 and seen[1] > SLOW, seen
 
 
