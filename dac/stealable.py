@@ -374,7 +374,16 @@ class StealableContext:
                 if d:
                     self._run_next()
                 else:                       # split off to another leaf: wait for it
-                    self.worker.wait(f.done)
+                    self._wait_stolen(futures, f)
+
+    def _wait_stolen(self, futures: Sequence[Future], first: Future) -> None:
+        """Wait for ``first`` and the later ``futures`` not done: the deque is empty,
+        so thieves hold them all. One wait for them all: a wait per future withdrew
+        the leaf's idle request at each result and sent it again at the next wait,
+        two messages a result (256 sleeping leaves, where a task waits for several
+        children split off)."""
+        rest = [f for f in futures[futures.index(first):] if f._value is _PENDING]
+        self.worker.wait(lambda: all(f._value is not _PENDING for f in rest))
 
     def sync_all(self) -> None:
         """``sync()``: wait for the entries the calling function made. Its entries on
@@ -385,10 +394,9 @@ class StealableContext:
             self._run_next()
         base = self.base
         if self.stolen_top >= base:
-            for entry in [e for e in self.stolen.values()
-                          if e.seq >= base and e.level >= level]:
-                if entry._value is _PENDING:
-                    self.worker.wait(entry.done)
+            stolen = [e for e in self.stolen.values() if e.seq >= base and e.level >= level]
+            if stolen:
+                self._wait_stolen(stolen, stolen[0])
 
     def _run_next(self) -> None:
         """Run the newest entry here, as a scope of its own; or, once ``POLL_S`` has

@@ -246,6 +246,19 @@ def fan_then_split(n: int, ctx, stolen: list) -> int:
     return sum(f.result() for f in futures)
 
 
+@spawn(depth=0)
+def fan_split_off(n: int, ctx, stolen: list, form: str) -> int:
+    """Spawns ``ident(0..n-1)``, lets a thief take what ``ctx.split(n)`` gives (kept
+    in ``stolen``, for the worker's ``wait`` to answer), then syncs them all in
+    ``form``: ``"list"`` (``sync(futures)``) or ``"all"`` (``sync()``); their sum."""
+    futures = [ident(i) for i in range(n)]
+    stolen.extend(ctx.split(n))
+    if form == "list":
+        return sum(sync(futures))
+    sync()
+    return sum(f.result() for f in futures)
+
+
 def _one(depth: int, i: int) -> int:
     return 1
 

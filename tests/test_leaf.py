@@ -45,6 +45,8 @@ class Executor:
 
 
 class Status:
+    current = None
+
     def task(self, tid):
         pass
 
@@ -190,3 +192,80 @@ def test_a_leaf_prepares_a_jobs_new_functions_after_it_says_ready():
     assert leaf.table == {"fib#1": "f", "g#2": "g"}
     leaf.load_job(P.Job(3, {}))                 # nothing new: nothing to prepare
     assert [c[0] for c in executor.calls[4:]] == ["load"]
+
+
+class Runner(Executor):
+    """Runs a task as its id and the payload back."""
+
+    def run_task(self, payload, table, worker):
+        return payload[0], payload[1]
+
+
+def served(*queued, asking=Ask.NONE):
+    """What a working leaf sends (results, asking?, idle?) after running ``queued`` (task id, blob) pairs and
+    then being stopped, and the leaf."""
+    leaf, mailbox = a_leaf(*[None] * len(queued), (P.STOP, None))
+    leaf._executor = Runner()
+    leaf.phase, leaf.asking = Phase.WORKING, asking
+    leaf.exhausted = True                       # no asking ahead (prefetch)
+    leaf.tasks.extend((tid, (tid, blob)) for tid, blob in queued)
+    leaf.serve(watchdog=None)
+    return [(tag, msg.results, msg.want > 0, msg.idle) for tag, msg in mailbox.sent
+            if tag != "BYE"], leaf
+
+
+def test_a_split_tasks_result_goes_up_with_the_idle_request_that_follows_it():
+    """A split task's owner waits for its result, so it went up at once, asking for
+    nothing, and 0.1 ms later the leaf, its queue empty, asked for work: two
+    messages, about a fifth of a 256-leaf run's leaf messages, and the first made
+    the router see a busy leaf and send it a SPLIT that it answered idle. Now the
+    result rides on the idle request; with tasks still queued it goes at once."""
+    split = (((0,), 7), b"r")
+    sent, leaf = served(split)
+    assert sent == [("RESULTS", [split], True, True)]
+    assert leaf.meter.record["split_tasks"] == 1
+    sent, _ = served(split, (12, b"s"))
+    assert sent == [("RESULTS", [split], False, False),    # the owner waits for it
+                    ("RESULTS", [(12, b"s")], True, True)]
+
+
+def test_a_refused_leaf_sends_a_split_tasks_result_at_once():
+    """Refused, a leaf waits for TASKS without asking again: the result of split
+    work it ran cannot wait for a request."""
+    split = (((0,), 7), b"r")
+    sent, _ = served(split, asking=Ask.REFUSED)
+    assert sent == [("RESULTS", [split], False, False)]
+
+
+def test_a_waiting_task_sends_a_nested_split_result_with_its_next_request():
+    """A task waiting at sync is given split work (its idle request answered), runs
+    it nested, and asks again: the result rides on that request, where it went up
+    alone first (asking for nothing) and the request 0.1 ms after."""
+    split = (((0,), 7), b"r")
+    leaf, mailbox = a_leaf((P.TASKS, P.Tasks([(split[0], split)], 3)), None,
+                           (P.RETURN, P.Returned([(((0,), 9), b"")])))
+    leaf._executor = Runner()
+    leaf.phase, leaf.running = Phase.WORKING, 1
+    leaf.asking, leaf.seq = Ask.IDLE_AT_SYNC, 3                   # asked before
+    leaf.wait(lambda: leaf.executor.delivered)
+    assert [(tag, msg.results, msg.want > 0, msg.idle) for tag, msg in mailbox.sent] == [
+        ("RESULTS", [split], True, True),       # the result with the new request
+        ("RESULTS", [], False, False)]          # withdrawn when the task goes on
+    assert not leaf.held and leaf.asking is Ask.NONE
+
+
+def test_a_held_split_result_goes_before_the_next_task_runs():
+    """Held for a request, a split task's result goes at once when a message brings
+    another task first: its owner must not wait for that task too."""
+    split, other = (((0,), 7), b"r"), (((0,), 8), b"s")
+    leaf, mailbox = a_leaf((P.TASKS, P.Tasks([(split[0], split)], 3)),
+                           (P.TASKS, P.Tasks([(other[0], other)], 0)), None,
+                           (P.RETURN, P.Returned([(((0,), 9), b"")])))
+    leaf._executor = Runner()
+    leaf.phase, leaf.running = Phase.WORKING, 1
+    leaf.asking, leaf.seq = Ask.IDLE_AT_SYNC, 3
+    leaf.wait(lambda: leaf.executor.delivered)
+    assert [(tag, msg.results, msg.want > 0, msg.idle) for tag, msg in mailbox.sent] == [
+        ("RESULTS", [split], False, False),     # before the other task ran
+        ("RESULTS", [other], True, True),
+        ("RESULTS", [], False, False)]

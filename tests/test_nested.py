@@ -382,6 +382,35 @@ class _Offered(_Worker):
         assert done()
 
 
+class _Returns(_Worker):
+    """A stand-in whose thieves' results come back one at a time, oldest first,
+    while a sync waits; counts the waits."""
+
+    def __init__(self):
+        super().__init__()
+        self.ctx, self.stolen, self.waits = None, [], 0
+
+    def wait(self, done):
+        from dac.serialize import dumps, loads
+        self.waits += 1
+        while not done():
+            tid, payload = self.stolen.pop(0)
+            self.ctx.deliver([(tid, dumps(loads(payload)[3][0], "a result"))])
+
+
+@pytest.mark.parametrize("form", ["list", "all"])
+def test_a_sync_waits_once_for_all_its_stolen_children(form):
+    """A sync whose children thieves hold waits once for them all: a wait per child
+    withdrew the leaf's idle request at each result and sent it again at the next
+    wait (two messages a result, 256 sleeping leaves)."""
+    from dac.stealable import StealableContext
+    worker = _Returns()
+    ctx = worker.ctx = StealableContext(worker)
+    assert ctx.run_task(spawn_function(nest.fan_split_off),
+                        (8, ctx, worker.stolen, form), {}, 0, False) == sum(range(8))
+    assert worker.waits == 1 and not worker.stolen
+
+
 def test_a_split_waits_for_the_grain_of_a_leaf_function():
     """A ``leaf=`` function without ``depth=``/``cutoff=``: its grain is fixed from the
     number of calls the top makes (``grain_depth``). A split asked while the top was
