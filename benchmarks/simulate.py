@@ -442,6 +442,7 @@ class SimLeaf:
         self.exhausted = False
         self.owed = 0                       # Leaf.owed: a split before the task began
         self.split_owed = False
+        self.held = False                   # Leaf.held: a split result for the next ask
         self.seq = 0
         self.running = 0                    # tasks under way (nested while waiting)
         self.tasks_per_leaf = sim.params.tasks_per_leaf
@@ -520,6 +521,7 @@ class SimLeaf:
     def ask(self, idle: bool = False, at_sync: bool = False) -> None:
         """``Leaf.ask``: the results so far, and a request for more."""
         results, self.results = self.results, []
+        self.held = False
         self.asking = IDLE_AT_SYNC if at_sync else IDLE if idle else REFILL
         self.seq += 1
         if idle:
@@ -531,6 +533,7 @@ class SimLeaf:
 
     def send_results(self, results: list[Result]) -> None:
         self.withdraw()
+        self.held = False
         self.send((RESULTS, self.index, results, 0, False, 0, 0.0))
 
     # splits ------------------------------------------------------------------------
@@ -621,6 +624,9 @@ class SimLeaf:
 
     def run_one(self) -> None:
         """``Leaf.run_one``: the oldest queued task starts (maybe nested)."""
+        if self.held:                       # the owner must not wait for this task
+            results, self.results = self.results, []
+            self.send_results(results)
         tid, node = self.tasks.popleft()
         self.running += 1
         if self.first_task_at is None:
@@ -641,14 +647,16 @@ class SimLeaf:
         """``sync`` of the top frame (True: the leaf computes or waits now)."""
         f = self.stack[-1]
         w = f.waiting
-        if w is not None and w.state == DONE:      # the end of Leaf.wait
-            f.waiting = None
-            if f.asked:
-                f.asked = False
-                if self.asking == IDLE_AT_SYNC:
-                    results, self.results = self.results, []
-                    self.send_results(results)
         a, b = f.a, f.b
+        if w is not None and w.state == DONE and (a is None or a.state == DONE) \
+                and (b is None or b.state == DONE):
+            # the end of Leaf.wait, once every child split off is back
+            # (StealableContext._wait_stolen)
+            f.waiting = None
+            asked, f.asked = f.asked, False
+            if (asked and self.asking == IDLE_AT_SYNC) or self.held:
+                results, self.results = self.results, []
+                self.send_results(results)
         pend = a if a is not None and a.state != DONE else \
             b if b is not None and b.state != DONE else None
         if pend is None:
@@ -705,13 +713,17 @@ class SimLeaf:
 
     def _task_done(self, t: TaskRun) -> None:
         """``Leaf.run_one`` after the task: split work's result goes to its owner at
-        once; the rate is measured over tasks that were not nested."""
+        once, or with the idle request that comes next; the rate is measured over tasks that were not nested."""
         self.running -= 1
         totals = self.sim.totals
         totals.tasks += 1
         if type(t.tid) is tuple:
             totals.split_tasks += 1
-            self.send_results([(t.tid, b"")])
+            if not self.tasks and self.working and self.asking in (NONE, REFILL):
+                self.results.append((t.tid, b""))   # Leaf.holds_result
+                self.held = True
+            else:
+                self.send_results([(t.tid, b"")])
         else:
             self.results.append((t.tid, b""))
         if not self.running:
