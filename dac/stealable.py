@@ -382,7 +382,8 @@ class StealableContext:
         the leaf's idle request at each result and sent it again at the next wait,
         two messages a result (256 sleeping leaves, where a task waits for several
         children split off)."""
-        rest = [f for f in futures[futures.index(first):] if f._value is _PENDING]
+        at = next(i for i, f in enumerate(futures) if f is first)   # (not ==)
+        rest = [f for f in futures[at:] if f._value is _PENDING]
         self.worker.wait(lambda: all(f._value is not _PENDING for f in rest))
 
     def sync_all(self) -> None:
