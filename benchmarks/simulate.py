@@ -713,7 +713,8 @@ class SimLeaf:
 
     def _task_done(self, t: TaskRun) -> None:
         """``Leaf.run_one`` after the task: split work's result goes to its owner at
-        once, or with the idle request that comes next; the rate is measured over tasks that were not nested."""
+        once, or with the idle request that comes next; the rate is measured over
+        tasks that were not nested."""
         self.running -= 1
         totals = self.sim.totals
         totals.tasks += 1

@@ -202,8 +202,8 @@ class Runner(Executor):
 
 
 def served(*queued, asking=Ask.NONE):
-    """What a working leaf sends (results, asking?, idle?) after running ``queued`` (task id, blob) pairs and
-    then being stopped, and the leaf."""
+    """What a working leaf sends (results, asking?, idle?) after running ``queued``
+    (task id, blob) pairs and then being stopped, and the leaf."""
     leaf, mailbox = a_leaf(*[None] * len(queued), (P.STOP, None))
     leaf._executor = Runner()
     leaf.phase, leaf.asking = Phase.WORKING, asking
