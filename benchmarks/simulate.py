@@ -721,7 +721,7 @@ class SimLeaf:
         if type(t.tid) is tuple:
             totals.split_tasks += 1
             if not self.tasks and self.working and self.asking in (NONE, REFILL):
-                self.results.append((t.tid, b""))   # Leaf.holds_result
+                self.results.append((t.tid, b""))   # Leaf.split_result
                 self.held = True
             else:
                 self.send_results([(t.tid, b"")])

@@ -374,16 +374,15 @@ class StealableContext:
                 if d:
                     self._run_next()
                 else:                       # split off to another leaf: wait for it
-                    self._wait_stolen(futures, f)
+                    self._wait_stolen(futures)
 
-    def _wait_stolen(self, futures: Sequence[Future], first: Future) -> None:
-        """Wait for ``first`` and the later ``futures`` not done: the deque is empty,
-        so thieves hold them all. One wait for them all: a wait per future withdrew
-        the leaf's idle request at each result and sent it again at the next wait,
-        two messages a result (256 sleeping leaves, where a task waits for several
+    def _wait_stolen(self, futures: Sequence[Future]) -> None:
+        """Wait for those of ``futures`` not done: the deque is empty, so thieves
+        hold them all. One wait for them all: a wait per future withdrew the leaf's
+        idle request at each result and sent it again at the next wait, two
+        messages a result (256 sleeping leaves, where a task waits for several
         children split off)."""
-        at = next(i for i, f in enumerate(futures) if f is first)   # (not ==)
-        rest = [f for f in futures[at:] if f._value is _PENDING]
+        rest = [f for f in futures if f._value is _PENDING]
         self.worker.wait(lambda: all(f._value is not _PENDING for f in rest))
 
     def sync_all(self) -> None:
@@ -397,7 +396,7 @@ class StealableContext:
         if self.stolen_top >= base:
             stolen = [e for e in self.stolen.values() if e.seq >= base and e.level >= level]
             if stolen:
-                self._wait_stolen(stolen, stolen[0])
+                self._wait_stolen(stolen)
 
     def _run_next(self) -> None:
         """Run the newest entry here, as a scope of its own; or, once ``POLL_S`` has

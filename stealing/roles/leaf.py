@@ -147,7 +147,7 @@ class Leaf:
         self.owed = 0               # a split asked before the next task started
         self.split_owed = False     # the running task owes a split its next spawn pays
         self.held = False           # a split task's result waits in results for the
-        #                             idle request about to go (``holds_result``)
+        #                             idle request about to go (``split_result``)
         self.seq = 0                # number of its latest request
         self.running = 0            # tasks under way (nested ones while waiting)
         self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
@@ -364,6 +364,11 @@ class Leaf:
         self.held = False
         self.send(P.RESULTS, P.Results(results, 0))
 
+    def send_all_results(self) -> None:
+        """``send_results`` of every result so far."""
+        results, self.results = self.results, []
+        self.send_results(results)
+
     def withdraw(self) -> None:
         """The outstanding request is answered or withdrawn (a refusal stays)."""
         if self.asking in PENDING:
@@ -447,15 +452,13 @@ class Leaf:
             # the task goes on: withdraw the idle request, so the parent sees this
             # leaf busy (and may split it) instead of waiting for it to ask again;
             # a split task's result held for that request goes now
-            results, self.results = self.results, []
-            self.send_results(results)
+            self.send_all_results()
 
     def run_one(self) -> None:
         """Run the oldest queued task. Nested in a waiting task, its time is that
         task's; the time a task spends waiting with nothing to run is idle time."""
         if self.held:                   # another task first: the owner waits for it
-            results, self.results = self.results, []
-            self.send_results(results)
+            self.send_all_results()
         tid, payload = self.tasks.popleft()
         outer = self.status.current
         self.status.task(tid)
@@ -500,24 +503,19 @@ class Leaf:
         self.win_busy += spent
 
     def split_result(self, tid: TaskId, blob: Blob) -> None:
-        """A split task's result: up at once, or held for the idle request next."""
-        if self.holds_result:
+        """A split task's result goes up at once, or, where the leaf's queue is
+        empty and it asks for work next, with that idle request (which carries the
+        results so far): two messages 0.1 ms apart were about a fifth of a 256-leaf
+        run's leaf messages, and the first (asking for nothing) made the router see
+        a busy leaf and send it a SPLIT it answered idle. Nested in a task waiting
+        at ``sync``, what comes first instead (the wait ends, another task runs)
+        sends it (``held``)."""
+        if (not self.tasks and self.phase is Phase.WORKING and not self.one_shot
+                and (self.asking is Ask.NONE or self.asking is Ask.REFILL)):
             self.results.append((tid, blob))
             self.held = True
         else:
             self.send_results([(tid, blob)])
-
-    @property
-    def holds_result(self) -> bool:
-        """A split task's result, just made, waits for the idle request the leaf
-        sends next (its queue is empty), which carries the results so far, instead
-        of going up in a RESULTS of its own: the two messages 0.1 ms apart were
-        about a fifth of a 256-leaf run's leaf messages, and the first (asking for
-        nothing) made the router see a busy leaf and send it a SPLIT it answered
-        idle. Nested in a task waiting at ``sync``, what comes first instead (the
-        wait ends, another task runs) sends it (``held``)."""
-        return (not self.tasks and self.phase is Phase.WORKING and not self.one_shot
-                and (self.asking is Ask.NONE or self.asking is Ask.REFILL))
 
     def run_batch(self) -> None:
         """A GPU leaf solves everything it holds in one call of the task's gpu_batch."""
@@ -603,8 +601,7 @@ class Leaf:
                     # counts them out until then)
                     self.ask(idle=True)
                 elif self.exhausted and self.results:
-                    results, self.results = self.results, []
-                    self.send_results(results)
+                    self.send_all_results()
             self.send_output()
             t0 = time.perf_counter()
             eager = self.requested or (working and not self.exhausted)
