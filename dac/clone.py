@@ -40,7 +40,6 @@ import ast
 import inspect
 import itertools
 import linecache
-import textwrap
 import weakref
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
@@ -105,8 +104,9 @@ def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
     fn = sf.fn
     if not inspect.isfunction(fn) or fn.__code__.co_freevars or "." in fn.__qualname__:
         raise Unfit("not a function of a module")
-    imports = _imports(fn)
-    tree = _source_of(fn, imports)
+    module = _module_tree(fn)
+    imports = _imports(module)
+    tree = _source_of(fn, module, imports)
     slot = f"_dac_clone_{fn.__name__}_{next(_NUMBERS)}"
     body = _Rewrite(fn, sf, slot).rewritten(tree)
     clone = _compiled(body, fn, imports)
@@ -131,22 +131,45 @@ def _routable(clone: FunctionType, sf: SpawnFunction, slot: str) -> None:
     _SLOTS.append((weakref.ref(clone), slot))
 
 
-def _source_of(fn: FunctionType, imports: list[ast.stmt]) -> ast.FunctionDef:
-    """``fn``'s definition, parsed from its source and checked against its code."""
+def _module_tree(fn: FunctionType) -> ast.Module | None:
+    """The parsed source of ``fn``'s module (``linecache``: a function that came by
+    value brings its file's lines), None where there is none or it does not parse."""
+    text = "".join(linecache.getlines(fn.__code__.co_filename))
     try:
-        text = textwrap.dedent(inspect.getsource(fn))
-        tree = ast.parse(text)
-    except (OSError, TypeError, SyntaxError, IndentationError) as e:
-        raise Unfit(f"no source ({type(e).__name__})") from e
-    node = tree.body[0] if tree.body else None
-    if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__:
-        raise Unfit("its source is not one def")
+        return ast.parse(text) if text else None
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _source_of(fn: FunctionType, module: ast.Module | None,
+               imports: list[ast.stmt]) -> ast.FunctionDef:
+    """``fn``'s definition in its module's parsed source, checked against its code.
+    Found by its first line in the module's tree, not by ``inspect.getsource``,
+    whose tokenizer cost a leaf 3-4 ms in its first job (its regular expressions
+    compiled) where the whole file parses in a fraction of that."""
+    node = _def_at(module, fn.__name__, fn.__code__.co_firstlineno) if module else None
+    if node is None:
+        raise Unfit("no source")
     node.decorator_list = []
-    ast.increment_lineno(tree, fn.__code__.co_firstlineno - 1)
     _strip(node)
     if not _same(_compiled(node, fn, imports).__code__, fn.__code__):
         raise Unfit("its source does not compile to its code (edited since?)")
     return node
+
+
+def _def_at(module: ast.Module, name: str, line: int) -> ast.FunctionDef | None:
+    """The ``def name`` of ``module`` that starts (its first decorator, or the
+    ``def`` itself) at ``line``, outside any function or class."""
+    todo: list[ast.AST] = list(module.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.FunctionDef) and n.name == name and \
+                min([n.lineno, *(d.lineno for d in n.decorator_list)]) == line:
+            return n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                              ast.Lambda, ast.expr)):
+            todo.extend(ast.iter_child_nodes(n))
+    return None
 
 
 def _strip(node: ast.FunctionDef) -> None:
@@ -184,15 +207,14 @@ def _shape(code: CodeType) -> tuple:
             code.co_flags & 0xFFFF)     # (not the __future__ flags: none is compiled in)
 
 
-def _imports(fn: FunctionType) -> list[ast.stmt]:
-    """``if False: import ... as name`` for each name the module of ``fn`` binds by
-    an import outside its functions and classes (none where its source is missing)."""
-    try:
-        tree = ast.parse("".join(linecache.getlines(fn.__code__.co_filename)))
-    except (SyntaxError, ValueError):
+def _imports(module: ast.Module | None) -> list[ast.stmt]:
+    """``if False: import ... as name`` for each name ``module`` (a function's,
+    parsed) binds by an import outside its functions and classes (none where its
+    source is missing)."""
+    if module is None:
         return []
     names: set[str] = set()
-    todo: list[ast.AST] = list(tree.body)
+    todo: list[ast.AST] = list(module.body)
     while todo:
         n = todo.pop()
         if isinstance(n, (ast.Import, ast.ImportFrom)):

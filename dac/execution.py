@@ -168,6 +168,14 @@ class Executor:
         self.stealable: StealableContext | None = None
 
     @staticmethod
+    def warm_up() -> None:
+        """The folders a ring's handler tells the program's code by, and
+        cloudpickle, which a function that travels by value needs to load (the
+        leaf's first JOB imported it: 7-8 ms, before the first task could run)."""
+        learn_runtime_dirs()
+        import cloudpickle  # lazy: a leaf's start, never the root's  # noqa: F401
+
+    @staticmethod
     def prepare(table: dict[str, SpawnFunction]) -> None:
         """Each function's fast clone written before its first task, and the folders
         a ring's handler tells the program's code by (``dac.stealable``): both cost

@@ -94,6 +94,44 @@ def test_a_body_edited_since_it_was_imported_gets_no_clone(tmp_path):
     assert module.f(3) == 3
 
 
+_PLACES = ("import sys\nfrom dac import spawn, sync\n\n"
+           "def same(fn):\n    return fn\n\n"
+           "@spawn\ndef f(n):\n    return 0\n\n"
+           "if sys.version_info >= (3,):\n"
+           "    def g(n):\n        return n\n\n"
+           "    @spawn\n    @same\n"
+           "    def f(n):\n        return 0 if n == 0 else sync(f(n - 1)) + 2\n")
+
+
+def test_a_clone_is_found_in_its_modules_tree_without_the_tokenizer(tmp_path,
+                                                                     monkeypatch):
+    """The clone's source is the ``def`` whose first line is the code's first line
+    in the module's parsed file, wherever it sits outside functions and classes (in
+    an ``if`` here, after another ``f`` of the same name, under two decorators).
+    ``inspect.getsource`` was used, whose tokenizer cost a leaf 3-4 ms in its first
+    job; with it unavailable the clone was not written ("no source (OSError)")."""
+    import inspect
+    import tokenize
+
+    def unavailable(*args, **kwargs):
+        raise OSError("the tokenizer was used")
+    monkeypatch.setattr(inspect, "getsource", unavailable)
+    monkeypatch.setattr(tokenize, "generate_tokens", unavailable)
+    path = tmp_path / "placed.py"
+    path.write_text(_PLACES)
+    spec = importlib.util.spec_from_file_location("placed", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sf = spawn_function(module.f)
+    assert clone.why(sf) == ""
+    assert module.f(5) == 10
+    assert clone.of(sf).__code__.co_firstlineno == 17     # the second def's line
+    path.write_text("")                       # a file gone empty: no source, no clone
+    linecache.checkcache(str(path))
+    assert clone.why(sf) == "no source"
+    assert module.f(4) == 8
+
+
 def test_leaves_run_the_clone_below_the_horizon_and_thieves_still_get_work():
     """On 2 leaves the tree's bottom runs in clones on the leaves (the top levels of
     each task are deque entries, and a wake routes one spawn through the leaf's

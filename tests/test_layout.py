@@ -20,6 +20,8 @@ cycle. Every import counts, those inside functions too. Read from the source wit
 from __future__ import annotations
 
 import ast
+import pickle
+import sys
 from pathlib import Path
 
 import pytest
@@ -307,6 +309,42 @@ def test_dac_executor_is_what_the_scheduler_asks_for():
     executor = load_executor(execution.REFERENCE)
     assert isinstance(executor, execution.Executor)
     assert isinstance(executor, TaskExecutor)
+
+
+def test_a_leafs_executor_warms_up_what_every_first_job_needs():
+    """In a fresh interpreter: the leaf's first JOB imported cloudpickle (7-8 ms:
+    a function that travels by value needs it to load) and found the runtime's
+    folders (``sysconfig``, 1-2 ms) before its first task could run; a leaf now
+    does both while it waits for that job (``TaskExecutor.warm_up``), and loading
+    and preparing a job's function then imports nothing more than the function's
+    own module."""
+    import subprocess
+    import textwrap
+    script = textwrap.dedent("""
+        import pickle, sys
+        sys.path.insert(0, sys.argv[1])
+        from dac import execution, stealable
+        assert "cloudpickle" not in sys.modules and not stealable._NOT_USER
+        execution.Executor.warm_up()
+        assert "cloudpickle" in sys.modules and stealable._NOT_USER
+        before = set(sys.modules)
+        table = execution.load_table(pickle.loads(bytes.fromhex(sys.argv[2])))
+        execution.Executor.prepare(table)
+        print(sorted(set(sys.modules) - before))
+        """)
+    from dac.serialize import dumps_function
+    from dac.spawn import spawn_function
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import clone_programs
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    entries = {"fib": dumps_function(spawn_function(clone_programs.fib))}
+    out = subprocess.run([sys.executable, "-c", script, str(ROOT / "tests"),
+                          pickle.dumps(entries).hex()], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() in (["[]"], ["['clone_programs']"])
 
 
 @pytest.mark.parametrize("reference", [None, "dac.execution", 3])

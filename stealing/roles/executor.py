@@ -56,6 +56,11 @@ class TaskExecutor(Protocol):
         the leaf adds it to the tables of earlier jobs and passes the result to
         ``run_task`` and ``run_batch``."""
 
+    def warm_up(self) -> None:
+        """Make ready now, once, what the first job's functions and first task would
+        need whatever they are, while the leaf waits for that job (its parent's
+        JOB comes milliseconds after INIT, and the job's first split waits for it)."""
+
     def prepare(self, table: dict) -> None:
         """Make ready now what the first task of each function of ``table`` (new in
         this job) would, while the leaf has no task yet. A failure is the task's to

@@ -653,7 +653,7 @@ def serve(MPI: ModuleType, parent: Intercomm, init: P.Init, start: Start, mailbo
         if leaf.device >= 0 and not init.settings.gpu_simulate:
             check_gpu(leaf.device)
         doing = f"importing the task executor {leaf.executor_ref!r}"
-        leaf.executor               # imported now, while the root may still be busy
+        leaf.executor.warm_up()     # imported now, while the root may still be busy
     except Exception as exc:                                # noqa: BLE001 - reported
         _refuse_to_start(mailbox, parent, process_error("leaf", doing, exc))
         return
