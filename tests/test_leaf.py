@@ -1,8 +1,9 @@
 """The leaf's side of a split, without MPI: a stand-in mailbox and executor."""
 
+import time
 from collections import deque
 
-from stealing.roles.leaf import Ask, Leaf, Phase
+from stealing.roles.leaf import RESULT_HOLD_S, Ask, Leaf, Phase
 from stealing.roles.status import Start
 from stealing.tree.plan import StealParams
 from stealing.transport import protocol as P
@@ -195,9 +196,12 @@ def test_a_leaf_prepares_a_jobs_new_functions_after_it_says_ready():
 
 
 class Runner(Executor):
-    """Runs a task as its id and the payload back."""
+    """Runs a task as its id and the payload back; a payload ``b"slow"`` takes
+    ``RESULT_HOLD_S`` (a task too long for its result to wait for the next)."""
 
     def run_task(self, payload, table, worker):
+        if payload[1] == b"slow":
+            time.sleep(RESULT_HOLD_S)
         return payload[0], payload[1]
 
 
@@ -219,14 +223,48 @@ def test_a_split_tasks_result_goes_up_with_the_idle_request_that_follows_it():
     nothing, and 0.1 ms later the leaf, its queue empty, asked for work: two
     messages, about a fifth of a 256-leaf run's leaf messages, and the first made
     the router see a busy leaf and send it a SPLIT that it answered idle. Now the
-    result rides on the idle request; with tasks still queued it goes at once."""
-    split = (((0,), 7), b"r")
+    result rides on the idle request; with tasks still queued, the result of a task
+    that was not short goes at once."""
+    split = (((0,), 7), b"slow")
     sent, leaf = served(split)
     assert sent == [("RESULTS", [split], True, True)]
     assert leaf.meter.record["split_tasks"] == 1
     sent, _ = served(split, (12, b"s"))
     assert sent == [("RESULTS", [split], False, False),    # the owner waits for it
                     ("RESULTS", [(12, b"s")], True, True)]
+
+
+def test_the_results_of_short_split_tasks_wait_for_the_next_message():
+    """A split task that took less than ``RESULT_HOLD_S`` leaves its result for the
+    next message up while the leaf runs the tasks queued after it: on UTS T3 on 2
+    leaves, 2,033 of the leaves' 3,009 messages were one stolen task's result each.
+    Three short split tasks: one message, where three went."""
+    tasks = [(((0,), k), b"r") for k in (7, 8, 9)]
+    sent, _ = served(*tasks)
+    assert sent == [("RESULTS", tasks, True, True)]
+    slow = [(((0,), 7), b"slow"), *tasks[1:]]       # the first was not short
+    sent, _ = served(*slow)
+    assert sent == [("RESULTS", slow[:1], False, False),
+                    ("RESULTS", slow[1:], True, True)]
+
+
+def test_held_results_go_once_the_first_waited_its_bound():
+    """Results held for short tasks go before the next task, or at a running task's
+    poll, once the first of them waited ``RESULT_HOLD_S``."""
+    split = (((0,), 7), b"r")
+    leaf, mailbox = a_leaf()
+    leaf._executor = Runner()
+    leaf.phase = Phase.WORKING
+    leaf.tasks.append((((0,), 8), b"s"))
+    leaf.split_result(*split, short=True)
+    assert leaf.held and leaf.holding() and mailbox.sent == []
+    leaf.poll()
+    assert mailbox.sent == []                       # (a poll lets it wait on)
+    leaf.held_at -= RESULT_HOLD_S
+    assert not leaf.holding()
+    leaf.poll()
+    assert [(tag, msg.results) for tag, msg in mailbox.sent] == [("RESULTS", [split])]
+    assert not leaf.held
 
 
 def test_a_refused_leaf_sends_a_split_tasks_result_at_once():
@@ -257,7 +295,7 @@ def test_a_waiting_task_sends_a_nested_split_result_with_its_next_request():
 def test_a_held_split_result_goes_before_the_next_task_runs():
     """Held for a request, a split task's result goes at once when a message brings
     another task first: its owner must not wait for that task too."""
-    split, other = (((0,), 7), b"r"), (((0,), 8), b"s")
+    split, other = (((0,), 7), b"slow"), (((0,), 8), b"s")
     leaf, mailbox = a_leaf((P.TASKS, P.Tasks([(split[0], split)], 3)),
                            (P.TASKS, P.Tasks([(other[0], other)], 0)), None,
                            (P.RETURN, P.Returned([(((0,), 9), b"")])))
