@@ -195,6 +195,21 @@ def test_a_leaf_prepares_a_jobs_new_functions_after_it_says_ready():
     assert [c[0] for c in executor.calls[4:]] == ["load"]
 
 
+def test_a_leafs_record_has_the_same_keys_whether_or_not_a_batch_came():
+    """A leaf that got no batch in a job (a small job can end first) had no
+    ``largest_batch`` in its record: a launcher's run and a spawned tree's reported
+    records of different shapes, once in a full suite's run."""
+    leaf, mailbox = a_leaf((P.STATS_REQ, None), (P.STATS_REQ, None))
+    leaf.load_job(P.Job(1, {}))
+    leaf.handle(*leaf.mailbox.wait([leaf.parent])[2:])
+    empty = mailbox.sent[-1][1].records[0]
+    assert empty["largest_batch"] == 0
+    leaf.handle(P.TASKS, P.Tasks([(((0,), 7), b"r")], 0))
+    leaf.handle(*leaf.mailbox.wait([leaf.parent])[2:])
+    fed = mailbox.sent[-1][1].records[0]
+    assert fed["largest_batch"] == 1 and sorted(fed) == sorted(empty)
+
+
 class Runner(Executor):
     """Runs a task as its id and the payload back; a payload ``b"slow"`` takes
     ``RESULT_HOLD_S`` (a task too long for its result to wait for the next)."""

@@ -284,7 +284,8 @@ class Leaf:
         if job.job_id != self.job_id:
             self.job_id = job.job_id
             self.meter.reset()
-            self.sleeps0 = self.mailbox.sleeps
+            self.meter.record["largest_batch"] = 0  # (a record of one shape, batch or
+            self.sleeps0 = self.mailbox.sleeps      # none: a job can end before one)
             if self.phase is Phase.WORKING:
                 self.phase = Phase.NEW
             self.asking, self.exhausted = Ask.NONE, False
@@ -507,9 +508,9 @@ class Leaf:
         self.win_busy += spent
 
     def task_done(self, tid: TaskId, blob: Blob, short: bool) -> None:
-        """A task's result: a split task's goes to ``split_result`` (its owner waits
-        for it), another's with the next request (``short``: it took less than
-        ``RESULT_HOLD_S``)."""
+        """A task's result: a split task's to ``split_result`` (its owner waits for
+        it; ``short``: the task took less than ``RESULT_HOLD_S``), another's with
+        the next request."""
         rec = self.meter.record
         rec["tasks"] += 1
         if is_split(tid):
