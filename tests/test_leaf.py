@@ -3,7 +3,10 @@
 import time
 from collections import deque
 
-from stealing.roles.leaf import RESULT_HOLD_S, Ask, Leaf, Phase
+import pytest
+
+from stealing.roles import leaf as leaf_module
+from stealing.roles.leaf import Ask, Leaf, Phase
 from stealing.roles.status import Start
 from stealing.tree.plan import StealParams
 from stealing.transport import protocol as P
@@ -50,6 +53,13 @@ class Status:
 
     def task(self, tid):
         pass
+
+
+@pytest.fixture(autouse=True)
+def hold_bound(monkeypatch):
+    """A ``RESULT_HOLD_S`` that no pause of a loaded machine between two steps of a
+    test outlasts (a task is short, or slow, and a hold ends, by this bound)."""
+    monkeypatch.setattr(leaf_module, "RESULT_HOLD_S", 0.25)
 
 
 def a_leaf(*messages):
@@ -216,7 +226,7 @@ class Runner(Executor):
 
     def run_task(self, payload, table, worker):
         if payload[1] == b"slow":
-            time.sleep(RESULT_HOLD_S)
+            time.sleep(leaf_module.RESULT_HOLD_S)
         return payload[0], payload[1]
 
 
@@ -275,7 +285,7 @@ def test_held_results_go_once_the_first_waited_its_bound():
     assert leaf.held and leaf.holding() and mailbox.sent == []
     leaf.poll()
     assert mailbox.sent == []                       # (a poll lets it wait on)
-    leaf.held_at -= RESULT_HOLD_S
+    leaf.held_at -= leaf_module.RESULT_HOLD_S
     assert not leaf.holding()
     leaf.poll()
     assert [(tag, msg.results) for tag, msg in mailbox.sent] == [("RESULTS", [split])]
