@@ -41,6 +41,7 @@ import inspect
 import itertools
 import linecache
 import weakref
+from collections.abc import Iterator
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
 
@@ -160,16 +161,24 @@ def _source_of(fn: FunctionType, module: ast.Module | None,
 def _def_at(module: ast.Module, name: str, line: int) -> ast.FunctionDef | None:
     """The ``def name`` of ``module`` that starts (its first decorator, or the
     ``def`` itself) at ``line``, outside any function or class."""
-    todo: list[ast.AST] = list(module.body)
-    while todo:
-        n = todo.pop()
+    for n in _outside_functions(module):
         if isinstance(n, ast.FunctionDef) and n.name == name and \
                 min([n.lineno, *(d.lineno for d in n.decorator_list)]) == line:
             return n
+    return None
+
+
+def _outside_functions(module: ast.Module) -> Iterator[ast.AST]:
+    """The statements of ``module`` that run when it is imported (in an ``if``, a
+    ``try``, ...), the ``def`` and ``class`` statements among them, not what those
+    hold."""
+    todo: list[ast.AST] = list(module.body)
+    while todo:
+        n = todo.pop()
+        yield n
         if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                               ast.Lambda, ast.expr)):
             todo.extend(ast.iter_child_nodes(n))
-    return None
 
 
 def _strip(node: ast.FunctionDef) -> None:
@@ -214,15 +223,10 @@ def _imports(module: ast.Module | None) -> list[ast.stmt]:
     if module is None:
         return []
     names: set[str] = set()
-    todo: list[ast.AST] = list(module.body)
-    while todo:
-        n = todo.pop()
+    for n in _outside_functions(module):
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in n.names
                          if a.name != "*")
-        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                ast.Lambda, ast.expr)):
-            todo.extend(ast.iter_child_nodes(n))
     if not names:
         return []
     imports: list[ast.stmt] = [ast.Import([ast.alias("sys", n)]) for n in sorted(names)]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import math
 import signal
 import sys
 import time
@@ -154,7 +155,7 @@ class Leaf:
         self.split_owed = False     # the running task owes a split its next spawn pays
         self.held = False           # a split task's result waits in results for the
         #                             next message up (``split_result``) ...
-        self.held_short, self.held_at = False, 0.0  # ... of short tasks, since when
+        self.held_at = -math.inf    # ... since then, where all came of short tasks
         self.seq = 0                # number of its latest request
         self.running = 0            # tasks under way (nested ones while waiting)
         self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
@@ -534,10 +535,11 @@ class Leaf:
                 and (self.asking is Ask.NONE or self.asking is Ask.REFILL)
                 and (not self.tasks or short)):
             self.results.append((tid, blob))
-            if not self.held:
-                self.held, self.held_short = True, True
+            if not short:               # (it goes before the next task: ``holding``)
+                self.held_at = -math.inf
+            elif not self.held:
                 self.held_at = time.perf_counter()
-            self.held_short = self.held_short and short
+            self.held = True
         else:
             self.send_results([(tid, blob)])
 
@@ -545,8 +547,7 @@ class Leaf:
         """The results held (``split_result``) may wait on: each came from a short
         task, the queue holds more, and the first waited less than
         ``RESULT_HOLD_S``."""
-        return self.held_short and bool(self.tasks) and \
-            time.perf_counter() - self.held_at < RESULT_HOLD_S
+        return bool(self.tasks) and time.perf_counter() - self.held_at < RESULT_HOLD_S
 
     def run_batch(self) -> None:
         """A GPU leaf solves everything it holds in one call of the task's gpu_batch."""
