@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import os
 import statistics
@@ -215,30 +216,38 @@ def programs(quick: bool, small: bool = False) -> dict[str, tuple]:
 
 
 # --- measuring ------------------------------------------------------------------------
+COPY_S = 1.0        # a copy of the ceiling's pairs lasts at least this (seconds; --quick:
+QUICK_COPY_S = 0.05  # less)
+
+
 def timed(fn, *args) -> tuple[float, object]:
     t0 = time.perf_counter()
     value = fn(*args)
     return time.perf_counter() - t0, value
 
 
-def _copy(fn, args, go, done) -> None:
+def _copy(fn, args, times, go, done) -> None:
     try:
         go.wait()
         t0 = time.perf_counter()
-        fn(*args)
+        for _ in range(times):
+            fn(*args)
         done.put(time.perf_counter() - t0)
     except KeyboardInterrupt:       # Ctrl-C reaches the process group: the parent says so
         pass
 
 
-def side_by_side(fn, args, copies: int) -> float:
-    """Seconds ``copies`` copies of ``fn(*args)`` take run side by side (forked, started
-    together). Two against one, both forked from the same warm process: the ceiling of
-    what two processes gain (the first call of a program in this process can be the
-    slower: it set a tiny fib's ceiling at 4x)."""
+def side_by_side(fn, args, copies: int, times: int) -> float:
+    """Seconds ``copies`` copies of ``fn(*args)``, each called ``times`` times, take
+    run side by side (forked, started together). Two against one, both forked from the
+    same warm process: the ceiling of what two processes gain (the first call of a
+    program in this process can be the slower: it set a tiny fib's ceiling at 4x).
+    ``times`` makes a short program's copies last about a second: single calls of fib
+    32 (0.3 s) read 2.55x, 1.39x and 1.79x in three pairs."""
     ctx = mp.get_context("fork")
     go, done = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_copy, args=(fn, args, go, done)) for _ in range(copies)]
+    procs = [ctx.Process(target=_copy, args=(fn, args, times, go, done))
+             for _ in range(copies)]
     try:
         for p in procs:
             p.start()
@@ -264,7 +273,7 @@ def leaves_cpu(report: dac.RunReport) -> float:
 
 
 def measure(name: str, entry: tuple, procs: int, repeat: int,
-            tuned: list[int]) -> dict:
+            tuned: list[int], copy_s: float = COPY_S) -> dict:
     sf, args, plain, spawns = entry
     rows: dict[str, list[float]] = {"plain": [], "elision": [], "alone": [], "pair": [],
                                     "whole": [], "compute": [], "leaves_cpu": [],
@@ -278,8 +287,10 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
         t, got = timed(on_fresh_stack, sf, *args)
         rows["elision"].append(t)
         wrong += [("elision", got)] if got != want else []
+        times = max(1, math.ceil(copy_s / t))
         for key, copies in (("alone", 1), ("pair", 2)):
-            rows[key].append(side_by_side(on_fresh_stack, (sf, *args), copies))
+            rows[key].append(side_by_side(on_fresh_stack, (sf, *args), copies,
+                                          times) / times)
         t0 = time.perf_counter()
         report = dac.run_report(sf, *args, procs=procs)
         rows["whole"].append(time.perf_counter() - t0)
@@ -347,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
           + (f"{'default/tuned':>15s}" if args.tuned else ""))
     results, failed = [], False
     for name, entry in progs.items():
-        r = measure(name, entry, args.procs, args.repeat, args.tuned)
+        r = measure(name, entry, args.procs, args.repeat, args.tuned,
+                    QUICK_COPY_S if args.quick else COPY_S)
         results.append(r)
         failed |= r["wrong"] != "[]"
         tuned = f"{r['default_over_tuned']:>9.2f} (d={r['best_depth']})" \
