@@ -21,12 +21,13 @@ CPython's frame chunks; ``stealing.host.stack``)
               runs is in the JSON too, ``default_over_tuned_best``)
 
 and per program its *ceiling*: two copies of the program's own elision run side by side
-(forked processes started together) against one copy alone (forked too), in every
-repetition right after the elision's own run (the best alone over the best pair). It says how much two
-processes can gain on this machine for that program (1.89-2.06x on the 2-core VMs this
-was written on; one program's pair is not another's: a Langford pair once read 1.39x
-the same minutes UTS T3's read 2.0x), so dac's speed-up is read against it, not
-against an assumed 2 or another program's figure.
+(forked processes started together, each calling it for a second or more) against one
+copy alone (forked too), in every repetition right after the elision's own run (the
+best alone over the best pair). It says how much two processes can gain on this
+machine for that program (1.89-2.06x on the 2-core VMs this was written on; one
+program's pair is not another's: a Langford pair once read 1.39x the same minutes UTS
+T3's read 2.0x), so dac's speed-up is read against it, not against an assumed 2 or
+another program's figure.
 
 The programs (the sizes of issue 22; ``--small`` for smaller ones): fib 32, Langford
 pairings L(2,12), pure-Python N-Queens 13, UTS T3, the comb (a spine of 200 spawns of
@@ -36,8 +37,9 @@ elements: the array travels to the leaves).
 Per program the table gives the spawn's cost over a plain call in the elision and in a
 leaf ((time - plain) / spawns), the work inflation (the leaves' CPU over the elision's
 time), dac's speed-ups over the elision and over plain (best of ``--repeat``; the
-range over the repetitions is in the JSON), and the promotions a second (spawns the
-leaves handed to thieves, over the computation's time). Below it, what one promotion
+range over the repetitions is in the JSON), the ceiling and the speed-up over the
+elision read against it, and the promotions a second (spawns the leaves handed to
+thieves, over the computation's time). Below it, what one promotion
 costs (a deque entry made a task for a thief: its call pickled). The last line is one
 JSON object with every figure.
 
@@ -377,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
           "near the top of a task, plain calls below); inflation: the leaves' CPU over "
           "the elision's time; dac/elision: the computation alone (best of the "
           "repetitions); ceiling: two copies of the program's elision side by side "
-          "over one alone (best pair over best alone); whole/plain: plain Python over dac's whole call, start-up "
+          "over one alone (best pair over best alone); of ceiling: dac/elision over "
+          "it; whole/plain: plain Python over dac's whole call, start-up "
           "included; promoted/s: spawns handed to thieves a second (range)"
           + ("; default/tuned: the default's computation over the best depth=, "
              "medians of the repetitions" if args.tuned else ""))
