@@ -218,8 +218,8 @@ def programs(quick: bool, small: bool = False) -> dict[str, tuple]:
 
 
 # --- measuring ------------------------------------------------------------------------
-COPY_S = 1.0        # a copy of the ceiling's pairs lasts at least this (seconds; --quick:
-QUICK_COPY_S = 0.05  # less)
+COPY_S = 1.0            # seconds a copy of a ceiling's pair lasts at least
+QUICK_COPY_S = 0.05     # ... with --quick (programs of milliseconds)
 
 
 def timed(fn, *args) -> tuple[float, object]:

@@ -55,9 +55,13 @@ class Meter:
     record: dict[str, Any]          # this job's record (``new_record``), set by reset
     _cpu0: float                    # process time at the job's start
 
-    def __init__(self, role: str, cluster: str = "local") -> None:
+    def __init__(self, role: str, cluster: str = "local",
+                 counters: tuple[str, ...] = ()) -> None:
         self.role, self.cluster = role, cluster
         self.extra: dict[str, Any] = {}  # fields kept across jobs (a GPU leaf's device)
+        # the role's own counters, 0 in every job's record (one shape whatever the
+        # job did: a leaf's ``largest_batch`` where no batch came)
+        self.counters = counters
         self.reset()
 
     def keep(self, **fields: Any) -> None:
@@ -68,6 +72,7 @@ class Meter:
     def reset(self) -> None:
         """A new job: a fresh record (with the kept fields), CPU time from now."""
         self.record = new_record(self.role, self.cluster)
+        self.record.update(dict.fromkeys(self.counters, 0))
         self.record.update(self.extra)
         self._cpu0 = time.process_time()
 

@@ -100,7 +100,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
 def _leaf_meter(init: P.Init) -> Meter:
     """A new leaf's statistics, with what ``init`` says of it: why it joined, its
     address and its GPU."""
-    meter = Meter("leaf", init.cluster)
+    meter = Meter("leaf", init.cluster, counters=("largest_batch",))
     if init.joined:
         meter.keep(joined=init.joined)
     meter.keep(path=list(init.path))
@@ -155,7 +155,8 @@ class Leaf:
         self.split_owed = False     # the running task owes a split its next spawn pays
         self.held = False           # a split task's result waits in results for the
         #                             next message up (``split_result``) ...
-        self.held_at = -math.inf    # ... since then, where all came of short tasks
+        self.held_at = -math.inf    # ... since when (-inf: one is of a task that was
+        #                             not short, and they go before the next task)
         self.seq = 0                # number of its latest request
         self.running = 0            # tasks under way (nested ones while waiting)
         self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
@@ -266,7 +267,7 @@ class Leaf:
             self.phase = Phase.WORKING
         rec = self.meter.record
         rec["batches"] += 1
-        rec["largest_batch"] = max(rec.get("largest_batch", 0), len(msg.tasks))
+        rec["largest_batch"] = max(rec["largest_batch"], len(msg.tasks))
 
     def _refused(self, msg: P.NoMore) -> None:
         """NOMORE: the parent had nothing for the request ``msg.seq``."""
@@ -285,8 +286,7 @@ class Leaf:
         if job.job_id != self.job_id:
             self.job_id = job.job_id
             self.meter.reset()
-            self.meter.record["largest_batch"] = 0  # (a record of one shape, batch or
-            self.sleeps0 = self.mailbox.sleeps      # none: a job can end before one)
+            self.sleeps0 = self.mailbox.sleeps
             if self.phase is Phase.WORKING:
                 self.phase = Phase.NEW
             self.asking, self.exhausted = Ask.NONE, False
