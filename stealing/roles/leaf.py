@@ -155,8 +155,7 @@ class Leaf:
         self.split_owed = False     # the running task owes a split its next spawn pays
         self.held = False           # a split task's result waits in results for the
         #                             next message up (``split_result``) ...
-        self.held_at = -math.inf    # ... since when (-inf: one is of a task that was
-        #                             not short, and they go before the next task)
+        self.held_at = -math.inf    # ... since when (-inf: one came of a long task)
         self.seq = 0                # number of its latest request
         self.running = 0            # tasks under way (nested ones while waiting)
         self.idle_in_task = 0.0     # seconds a waiting task spent with nothing to run
