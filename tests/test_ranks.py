@@ -396,3 +396,46 @@ def test_ctrl_c_under_mpiexec_ends_every_rank(tmp_path):
         time.sleep(0.1)
     assert tagged_pids(tag) == []
     assert not leftover_shm(since)
+
+
+# a reader that stops reading ---------------------------------------------------------
+CHATTY = '''\
+import sys, time
+import dac
+
+print("ranks up", flush=True)
+for i in range(1000):                       # rank 0 only: the others serve at import
+    print("line", i, flush=True)
+    time.sleep(0.01)
+'''
+
+
+@needs_mpiexec
+def test_a_closed_output_pipe_leaves_no_shared_memory(tmp_path):
+    """``mpiexec -n 3 python script.py | head -1``: the launcher dies of SIGPIPE at its
+    next write and its proxies kill every rank, so no rank reaches MPI_Finalize, which
+    is where MPICH removes its node segment; the ranks removed its name once they had
+    all mapped it, and nothing stays in /dev/shm (plain mpi4py leaves one each time)."""
+    script = tmp_path / "chatty.py"
+    script.write_text(CHATTY)
+    tag, since = new_tag(), time.time()
+    import subprocess
+    proc = subprocess.Popen([MPIEXEC, "-n", "3", sys.executable, str(script)],
+                            cwd=str(tmp_path), env=tagged_env(tag), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ranks up\n"
+        assert len(python_pids(tag)) == 3          # every rank past MPI_Init
+        proc.stdout.close()                        # what `| head -1` does
+        code = proc.wait(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+    assert code == -13                             # the launcher: SIGPIPE
+    deadline = time.monotonic() + 10
+    while tagged_pids(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert tagged_pids(tag) == []
+    assert not leftover_shm(since)

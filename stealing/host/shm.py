@@ -28,6 +28,22 @@ NAME = re.compile(r"/dev/shm/(?:mpich_shm_|mpich_shar_tmp|ucx_shm_posix_)[A-Za-z
 OPEN_MPI_NAME = re.compile(r"/dev/shm/sm_segment\.[A-Za-z0-9_.\-]+")
 
 
+# MPICH's node segment: made at MPI_Init by one process of each host and mapped by the
+# others of its world before MPI_Init returns; removed only at MPI_Finalize
+NODE_SEGMENT = re.compile(r"/dev/shm/mpich_shm_[A-Za-z0-9_]+")
+
+
+def forget_node_segment() -> None:
+    """Remove the name of MPICH's node segment this process maps, once every process of
+    its world has mapped it (the caller knows: after a collective call). The memory
+    stays theirs until they end; only the name goes, so a job whose launcher kills its
+    ranks before MPI_Finalize (``mpiexec ... | head -1``: the launcher dies of
+    SIGPIPE, its proxies kill the ranks) leaves no file behind. MPICH's own removal at
+    MPI_Finalize then finds none, which it ignores. UCX's segments are not touched:
+    its peers attach to them by name later, as they connect."""
+    unlink_shm(own_shm(NODE_SEGMENT), NODE_SEGMENT)
+
+
 def is_mpi_shm(name: str, pattern: re.Pattern[str] = NAME) -> bool:
     """``name`` is a path of an MPI library's shared-memory file, exactly (MPICH's
     and UCX's; ``OPEN_MPI_NAME``: Open MPI's)."""

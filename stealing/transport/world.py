@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from stealing.exceptions import DacError
-from stealing.host.shm import OPEN_MPI_NAME, own_shm, unlink_shm
+from stealing.host.shm import OPEN_MPI_NAME, forget_node_segment, own_shm, unlink_shm
 from stealing.transport import frames
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ class World:
         world = MPI.COMM_WORLD
         self.rank, self.size = world.Get_rank(), world.Get_size()
         self.hosts: list[str] = world.allgather(socket.gethostname())
+        forget_node_segment()       # every rank is past MPI_Init: the allgather waited
         self.comm: Intracomm = world.Dup()      # rank 0's assignments and END
         self.down: deque[tuple[int, ...]] = deque()
         self.up_group: Intracomm | None = None
