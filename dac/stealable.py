@@ -596,8 +596,9 @@ class StealableContext:
         self.top_horizon = self.level + HORIZON
         self._place_horizon()
         at = self._begin_grain(sf, args, kwargs, depth, use_leaf, grain, target)
-        if self.worker.owed:                # a split came before this task started
+        if self.worker.owed:                # a split came before this task started:
             self.owed, self.worker.owed = self.worker.owed, 0
+            self.owed_at, self.asked = -1.0, True   # paid at its first look (_due)
         context.deeper(LEAF_FRAMES)
         try:
             if at and sf.leaf is not None:

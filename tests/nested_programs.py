@@ -326,6 +326,16 @@ def fan_tree(width: int, depth: int) -> int:
 
 
 @spawn(depth=0)
+def lopsided(n: int) -> int:
+    """fib's shape: the older spawn (``n - 1``) holds more work than the newer one
+    (``n - 2``), which ``sync`` runs first; returns fib(n + 1)."""
+    if n < 2:
+        return 1
+    a, b = sync(lopsided(n - 1), lopsided(n - 2))
+    return a + b
+
+
+@spawn(depth=0)
 def binary(depth: int) -> int:
     """A binary tree ``depth`` deep, both halves spawned: returns 2**depth."""
     if depth == 0:

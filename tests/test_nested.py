@@ -938,3 +938,61 @@ def test_a_task_that_polls_by_itself_arms_no_signal():
         ticker.signal.setitimer = real
         ticker._set_async = real_async
         peer.bell.close()
+
+
+class _OwedBefore(_Thief):
+    """A ``_Thief`` whose split came before the task started (the leaf owed it: a
+    thief's request and the task came in one look); notes how many entries the task
+    had made when it paid, and the sizes paid; runs ``lopsided``."""
+
+    owed = 1
+
+    def __init__(self):
+        super().__init__()
+        self.paid_after = []
+
+    def poll(self):
+        self.polls += 1             # (the thief asks nothing more)
+
+    def wait(self, done):
+        from dac import task_call
+        from dac.serialize import dumps
+
+        def calls(n):               # what a thief's lopsided(n) returns
+            a, b = 1, 1
+            for _ in range(n - 1):
+                a, b = b, a + b
+            return b
+        self.ctx.deliver([(tid, dumps(calls(task_call.read(payload).args[0]), "a result"))
+                          for tid, payload in self.paid if tid[1] in self.ctx.stolen])
+        assert done()
+
+    def offer(self, tasks):
+        from dac import task_call
+        super().offer(tasks)
+        self.paid_after.append((self.ctx.seq, [task_call.read(p).args[0]
+                                               for _, p in tasks]))
+
+
+def test_a_split_owed_before_the_task_started_is_paid_at_its_first_sync():
+    """A thief's request that came with the task (the two leaves of a run passing the
+    last work back and forth) is paid from the top call's own spawns, the biggest
+    there are, at the top call's first sync: paid a poll ``POLL_S`` later, the
+    victim had run the smaller spawn and into the bigger one meanwhile and handed
+    over a piece from inside it (a traced run of fib 32 on 2 leaves ended in 86
+    such hand-overs, one leaf idle 2.4 ms in each; 11 and 13 splits after)."""
+    from dac.stealable import StealableContext
+    sf = spawn_function(nest.lopsided)
+    sf.ready()                  # (its clone written: that takes milliseconds)
+    worker = _OwedBefore()
+    ctx = worker.ctx = _warm(StealableContext(worker))
+    # as on a leaf mid-run: it just polled (the look that took the task and the
+    # request: no look by the clock before the clock's first tick, POLL_S after the
+    # task's start), its count of spawns to the next poll is full, its last split
+    # owed was a moment ago
+    ctx.countdown = ctx.interval
+    ctx.owed_at = time.perf_counter()
+    ctx.last_poll = ctx.owed_at + 60
+    assert ctx.run_task(sf, (22,), {}, 0, False) == 28657     # fib(23)
+    assert worker.paid_after == [(2, [21])]         # the top's two spawns made: one
+    assert not ctx.owed and worker.owed == 0
