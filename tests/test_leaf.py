@@ -250,7 +250,7 @@ def test_a_split_tasks_result_goes_up_with_the_idle_request_that_follows_it():
     the router see a busy leaf and send it a SPLIT that it answered idle. Now the
     result rides on the idle request; with tasks still queued, the result of a task
     that was not short goes at once."""
-    split = (((0,), 7), b"slow")
+    split = (((1,), 7), b"slow")
     sent, leaf = served(split)
     assert sent == [("RESULTS", [split], True, True)]
     assert leaf.meter.record["split_tasks"] == 1
@@ -264,10 +264,10 @@ def test_the_results_of_short_split_tasks_wait_for_the_next_message():
     next message up while the leaf runs the tasks queued after it: on UTS T3 on 2
     leaves, 2,033 of the leaves' 3,009 messages were one stolen task's result each.
     Three short split tasks: one message, where three went."""
-    tasks = [(((0,), k), b"r") for k in (7, 8, 9)]
+    tasks = [(((1,), k), b"r") for k in (7, 8, 9)]
     sent, _ = served(*tasks)
     assert sent == [("RESULTS", tasks, True, True)]
-    slow = [(((0,), 7), b"slow"), *tasks[1:]]       # the first was not short
+    slow = [(((1,), 7), b"slow"), *tasks[1:]]       # the first was not short
     sent, _ = served(*slow)
     assert sent == [("RESULTS", slow[:1], False, False),
                     ("RESULTS", slow[1:], True, True)]
@@ -276,11 +276,11 @@ def test_the_results_of_short_split_tasks_wait_for_the_next_message():
 def test_held_results_go_once_the_first_waited_its_bound():
     """Results held for short tasks go before the next task, or at a running task's
     poll, once the first of them waited ``RESULT_HOLD_S``."""
-    split = (((0,), 7), b"r")
+    split = (((1,), 7), b"r")
     leaf, mailbox = a_leaf()
     leaf._executor = Runner()
     leaf.phase = Phase.WORKING
-    leaf.tasks.append((((0,), 8), b"s"))
+    leaf.tasks.append((((1,), 8), b"s"))
     leaf.split_result(*split, short=True)
     assert leaf.held and leaf.holding() and mailbox.sent == []
     leaf.poll()
@@ -295,7 +295,7 @@ def test_held_results_go_once_the_first_waited_its_bound():
 def test_a_refused_leaf_sends_a_split_tasks_result_at_once():
     """Refused, a leaf waits for TASKS without asking again: the result of split
     work it ran cannot wait for a request."""
-    split = (((0,), 7), b"r")
+    split = (((1,), 7), b"r")
     sent, _ = served(split, asking=Ask.REFUSED)
     assert sent == [("RESULTS", [split], False, False)]
 
@@ -304,7 +304,7 @@ def test_a_waiting_task_sends_a_nested_split_result_with_its_next_request():
     """A task waiting at sync is given split work (its idle request answered), runs
     it nested, and asks again: the result rides on that request, where it went up
     alone first (asking for nothing) and the request 0.1 ms after."""
-    split = (((0,), 7), b"r")
+    split = (((1,), 7), b"r")
     leaf, mailbox = a_leaf((P.TASKS, P.Tasks([(split[0], split)], 3)), None,
                            (P.RETURN, P.Returned([(((0,), 9), b"")])))
     leaf._executor = Runner()
@@ -320,7 +320,7 @@ def test_a_waiting_task_sends_a_nested_split_result_with_its_next_request():
 def test_a_held_split_result_goes_before_the_next_task_runs():
     """Held for a request, a split task's result goes at once when a message brings
     another task first: its owner must not wait for that task too."""
-    split, other = (((0,), 7), b"slow"), (((0,), 8), b"s")
+    split, other = (((1,), 7), b"slow"), (((1,), 8), b"s")
     leaf, mailbox = a_leaf((P.TASKS, P.Tasks([(split[0], split)], 3)),
                            (P.TASKS, P.Tasks([(other[0], other)], 0)), None,
                            (P.RETURN, P.Returned([(((0,), 9), b"")])))
@@ -332,3 +332,37 @@ def test_a_held_split_result_goes_before_the_next_task_runs():
         ("RESULTS", [split], False, False),     # before the other task ran
         ("RESULTS", [other], True, True),
         ("RESULTS", [], False, False)]
+
+
+class Delivering(Executor):
+    """An executor that keeps what it is delivered."""
+
+    def __init__(self):
+        super().__init__()
+        self.results = []
+
+    def deliver(self, results):
+        super().deliver(results)
+        self.results.extend(results)
+
+
+@pytest.mark.parametrize("short", [False, True])
+def test_a_leaf_delivers_its_own_split_spawn_at_once(short):
+    """A split's tasks beyond what its thief wanted wait in the parent's pool, and
+    may go back to the leaf they came from. Its result went up and came back down in
+    RETURN while the sync that waits for it was on this leaf (UTS T3 on 2 leaves:
+    164 of a job's 1,016 TASKS messages held the receiver's own spawns): now the
+    leaf delivers it to its executor and sends nothing. Another leaf's still goes
+    to its owner."""
+    leaf, mailbox = a_leaf()
+    leaf._executor = Delivering()
+    leaf.phase, leaf.running = Phase.WORKING, 1
+    leaf.task_done(((0,), 7), b"mine", short)
+    assert leaf.executor.results == [(((0,), 7), b"mine")]
+    assert mailbox.sent == [] and leaf.results == []
+    leaf.tasks.append((((1,), 3), b""))       # (a result may wait for it: held)
+    leaf.task_done(((1,), 3), b"theirs", short)
+    assert leaf.executor.results == [(((0,), 7), b"mine")]
+    sent = [r for _, msg in mailbox.sent for r in msg.results]
+    assert sent + leaf.results == [(((1,), 3), b"theirs")]
+    assert leaf.meter.record["split_tasks"] == 2

@@ -20,7 +20,8 @@ it runs queued tasks, or asks the parent for work and runs that, nested on the s
 stack, until the result is back. A SPLIT from the parent is answered with the oldest
 queued tasks, then the executor's oldest spawns (``TaskExecutor.split``); results of work
 split off from elsewhere go to their owner at once, and those of this leaf's own split
-spawns come back in RETURN messages (``TaskExecutor.deliver``).
+spawns come back in RETURN messages (``TaskExecutor.deliver``), or straight to the
+executor where a pool gave such a spawn back to this leaf.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from stealing.roles.script_env import ScriptModules, adopt
 from stealing.roles.status import Start
 from stealing.transport import protocol as P
 from stealing.transport.mailbox import IDLE_SLEEP, MAX_SLEEP, Mailbox
-from stealing.tree.tasks import Blob, Result, Task, TaskId, is_split
+from stealing.tree.tasks import Blob, Result, Task, TaskId, is_split, owner
 
 if TYPE_CHECKING:
     from mpi4py.MPI import Intercomm
@@ -509,13 +510,19 @@ class Leaf:
 
     def task_done(self, tid: TaskId, blob: Blob, short: bool) -> None:
         """A task's result: a split task's to ``split_result`` (its owner waits for
-        it; ``short``: the task took less than ``RESULT_HOLD_S``), another's with
-        the next request."""
+        it; ``short``: the task took less than ``RESULT_HOLD_S``), or to the
+        executor where this leaf is the owner (a split's tasks beyond what its
+        thief wanted wait in the parent's pool, and may come back: their results
+        went up and came back down in RETURN, while the owner's sync waited);
+        another's with the next request."""
         rec = self.meter.record
         rec["tasks"] += 1
         if is_split(tid):
             rec["split_tasks"] += 1
-            self.split_result(tid, blob, short)
+            if owner(tid) == tuple(self.path):      # its own spawn, back from
+                self.executor.deliver([(tid, blob)])    # a pool: its sync is here
+            else:
+                self.split_result(tid, blob, short)
         else:
             self.results.append((tid, blob))
 
