@@ -519,8 +519,8 @@ class Leaf:
         rec["tasks"] += 1
         if is_split(tid):
             rec["split_tasks"] += 1
-            if owner(tid) == tuple(self.path):      # its own spawn, back from
-                self.executor.deliver([(tid, blob)])    # a pool: its sync is here
+            if owner(tid) == self.path:     # its own spawn (its id holds this path),
+                self.executor.deliver([(tid, blob)])    # back from a pool
             else:
                 self.split_result(tid, blob, short)
         else:

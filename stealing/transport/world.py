@@ -57,7 +57,6 @@ class World:
         world = MPI.COMM_WORLD
         self.rank, self.size = world.Get_rank(), world.Get_size()
         self.hosts: list[str] = world.allgather(socket.gethostname())
-        forget_node_segment()       # every rank is past MPI_Init: the allgather waited
         self.comm: Intracomm = world.Dup()      # rank 0's assignments and END
         self.down: deque[tuple[int, ...]] = deque()
         self.up_group: Intracomm | None = None
@@ -118,6 +117,7 @@ def enter(MPI: ModuleType) -> World | None:
         check_alone(MPI)
         return None
     _world.append(World(MPI))
+    forget_node_segment()       # every rank is past MPI_Init: World's allgather waited
     return _world[0]
 
 
