@@ -476,6 +476,47 @@ def ring_then_descend(levels: int, ring, worker, out: list, ctx) -> int:
 
 
 @spawn
+def owe_then_fan(n: int, ctx, stolen: list) -> int:
+    """A task run nested in a waiting one on ``ctx``: a thief asks before it has
+    spawned anything (owed: every spawn an entry, the clock paused), then it spawns
+    ``ident(0..n-1)`` and the thief takes 2 of them (``stolen``), whose results it
+    delivers itself, as their thief would; the sum."""
+    from dac.serialize import dumps, loads
+    assert ctx.split(1) == []
+    futures = [ident(i) for i in range(n)]
+    stolen.extend(ctx.split(2))
+    ctx.deliver([(tid, dumps(loads(payload)[3][0], "a result"))
+                 for tid, payload in stolen])
+    sync()
+    return sum(f.result() for f in futures)
+
+
+@spawn
+def wait_then_descend(n: int, st: dict) -> int:
+    """The top call (``n`` levels) spawns one child, which a thief takes from the
+    leaf's context (``st["ctx"]``; its sync then waits: ``st["worker"].wait``), then
+    goes ``n`` calls down, past the horizon, where plain calls spin until the
+    worker polls (or half a second): ``st["waited"]`` the seconds from the end of
+    the wait to that poll, None if none came."""
+    if n < 0:
+        return 0
+    if "t" not in st:
+        a = wait_then_descend(-1, st)
+        st["stolen"].extend(st["ctx"].split(1))
+        sync(a)
+        st["polls"] = len(st["worker"].polled)
+        st["t"] = time.perf_counter()
+        st["ctx"].last_poll = st["t"]           # as if it had just polled
+    if n:
+        return sync(wait_then_descend(n - 1, st))
+    while len(st["worker"].polled) == st["polls"] and time.perf_counter() - st["t"] < 0.5:
+        sync(wait_then_descend(-1, st))         # a plain call below the horizon
+    polled = st["worker"].polled
+    st["waited"] = polled[st["polls"]] - st["t"] if len(polled) > st["polls"] else None
+    return 1
+
+
+@spawn
 def ring_when_routed(n: int, st: dict) -> int:
     """A binary recursion ``n`` deep on a leaf with a doorbell (``st``: its context,
     ``ring``, ``worker``). The first bottom call that runs in the leaf's own context

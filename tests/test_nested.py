@@ -845,6 +845,46 @@ def test_a_ring_while_a_routed_call_runs_is_not_lost():
         peer.bell.close()
 
 
+class _NestsInWait(_Worker):
+    """A stand-in whose wait, as a leaf's while its task's child is out with a thief,
+    runs a task nested in it (``owe_then_fan``: owed a split, then pays it from its
+    spawns), then gets the child's result; notes the time of each poll."""
+
+    def __init__(self):
+        super().__init__()
+        self.ctx, self.stolen, self.polled = None, [], []
+
+    def poll(self):
+        self.polled.append(time.perf_counter())
+
+    def wait(self, done):
+        from dac.serialize import dumps
+        ctx, sf = self.ctx, spawn_function(nest.owe_then_fan)
+        sf.ready()                              # (its clone written)
+        ctx.last_poll = time.perf_counter()     # (else its sync polls by the clock)
+        assert ctx.run_task(sf, (4, ctx, []), {}, 0, False) == 6
+        ctx.deliver([(tid, dumps(0, "a result")) for tid, _ in self.stolen])
+        assert done()
+
+
+def test_a_task_run_in_a_wait_leaves_the_clock_to_the_waiting_task():
+    """A task run while another waits at ``sync`` may end with the clock paused (a
+    thief it owed, paid from its deque, left every spawn an entry until its next
+    poll); the waiting task takes its horizon back, and the clock with it: its
+    frames below the horizon ran with no signal to wake them (UTS T3 on 2 leaves: a
+    split reached its victim 750-880 ms late in three of four jobs, the thief idle
+    all that while, a quarter of the job)."""
+    from dac import clone
+    from dac.stealable import HORIZON, SLOW_TICK_S, StealableContext
+    worker = _NestsInWait()
+    ctx = worker.ctx = _warm(StealableContext(worker))
+    st = {"ctx": ctx, "worker": worker, "stolen": worker.stolen}
+    sf = spawn_function(nest.wait_then_descend)
+    assert clone.of(sf) is not None         # (its frames below the horizon: the clone)
+    assert ctx.run_task(sf, (HORIZON + 3, st), {}, 0, False) == 1
+    assert st["waited"] is not None and st["waited"] < SLOW_TICK_S, st["waited"]
+
+
 def test_a_tasks_poll_empties_its_doorbell():
     """A task's poll takes the rings off the doorbell, so that the next ring signals
     again: a task runs for seconds without sleeping on its bell, which holds 10
