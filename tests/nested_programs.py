@@ -237,6 +237,11 @@ def fan_then_split(n: int, ctx, stolen: list) -> int:
     """Spawns ``ident(0..n-1)``, lets a thief ask ``ctx`` for 2 of them, answers the
     stolen calls itself (as their thief would: results through ``deliver``), and
     returns the sum (run in-process, on a StealableContext)."""
+    return _spawn_and_pay(n, ctx, stolen)
+
+
+def _spawn_and_pay(n: int, ctx, stolen: list) -> int:
+    """``fan_then_split``'s body (a plain function: its spawns are its caller's)."""
     from dac.serialize import dumps, loads
     futures = [ident(i) for i in range(n)]
     stolen.extend(ctx.split(2))
@@ -481,14 +486,8 @@ def owe_then_fan(n: int, ctx, stolen: list) -> int:
     spawned anything (owed: every spawn an entry, the clock paused), then it spawns
     ``ident(0..n-1)`` and the thief takes 2 of them (``stolen``), whose results it
     delivers itself, as their thief would; the sum."""
-    from dac.serialize import dumps, loads
     assert ctx.split(1) == []
-    futures = [ident(i) for i in range(n)]
-    stolen.extend(ctx.split(2))
-    ctx.deliver([(tid, dumps(loads(payload)[3][0], "a result"))
-                 for tid, payload in stolen])
-    sync()
-    return sum(f.result() for f in futures)
+    return _spawn_and_pay(n, ctx, stolen)
 
 
 @spawn
