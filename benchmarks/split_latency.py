@@ -92,7 +92,9 @@ def main(argv=None) -> int:
         name = "spine 300 x 3 ms"
     rows, ok = [], True
     try:
-        with dac.Runtime(procs=2) as rt:
+        # a tree of its own: a warm tree's processes (``dac up``) write no trace here,
+        # and attached to one the benchmark read 0 splits
+        with dac.Runtime(procs=2, attach=False) as rt:
             rt.run(*call)               # spawn, imports, first job
             for _ in range(args.repeat):
                 row, right = measured(rt, call, want)
