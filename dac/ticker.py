@@ -10,7 +10,8 @@ Two signals, while a task runs:
 
 - ``SIGIO`` when the parent rings the leaf's doorbell (``stealing.transport.bell``),
   which it does after every message it sends: the socket is put in ``O_ASYNC`` mode,
-  owned by this process. A thief's request is then read at once where the signal
+  owned by the main thread (Linux; else by the process: ``_signal_this_thread``).
+  A thief's request is then read at once where the signal
   finds the program's own code running (``dac.stealable.StealableContext._tick``),
   else at the task's next spawn; a leaf nobody writes to gets no signal at all.
 - ``SIGALRM`` by the clock (``ITIMER_REAL``: a task that sleeps must still answer):
@@ -40,6 +41,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import struct
 import sys
 import threading
 from typing import Any, Callable
@@ -117,7 +119,7 @@ def start(target: Callable[[bool, Any], None], period: float, ring_fd: int | Non
         return False
     every = period
     if ring_fd is not None and hasattr(signal, "SIGIO") and _own(signal.SIGIO):
-        fcntl.fcntl(ring_fd, fcntl.F_SETOWN, os.getpid())
+        _signal_this_thread(ring_fd)
         _ring_fd[0] = ring_fd
         every = slow_period if slow_period is not None else period
     _target[0] = target
@@ -126,6 +128,28 @@ def start(target: Callable[[bool, Any], None], period: float, ring_fd: int | Non
     if not paused:
         resume(period)
     return True
+
+
+# fcntl's F_SETOWN_EX and F_OWNER_TID on Linux (the module names neither)
+_F_SETOWN_EX, _F_OWNER_TID = 15, 0
+
+
+def _signal_this_thread(fd: int) -> None:
+    """``SIGIO`` of ``fd`` for the calling (main) thread alone, where the system can
+    say so (Linux), else for the process. Sent to the process, it goes to any
+    thread that does not block it, such as UCX's ``async`` thread in a leaf, when
+    the main thread already has a signal pending (descheduled, on cores the leaves
+    share); Python's handler there only notes it (the main thread looks at its
+    signals when it next takes Python's lock or gets a signal itself), and a task
+    running pure Python took the ring at the clock's next tick, 50 ms later (UTS
+    T3 on 2 leaves: 1-2 splits a job reached their victim 42-51 ms late)."""
+    fcntl.fcntl(fd, fcntl.F_SETOWN, os.getpid())
+    if sys.platform.startswith("linux"):
+        owner = struct.pack("ii", _F_OWNER_TID, threading.get_native_id())
+        try:
+            fcntl.fcntl(fd, _F_SETOWN_EX, owner)
+        except OSError:                 # (a kernel without it: the process, as set)
+            pass
 
 
 def _set_async(on: bool) -> None:

@@ -885,6 +885,50 @@ def test_a_task_run_in_a_wait_leaves_the_clock_to_the_waiting_task():
     assert st["waited"] is not None and st["waited"] < SLOW_TICK_S, st["waited"]
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETOWN_EX is Linux's")
+def test_a_ring_signals_the_main_thread_not_another_one():
+    """The parent's ring signals the leaf's main thread alone. Sent to the process,
+    ``SIGIO`` goes to any thread that does not block it, such as UCX's ``async``
+    thread in a leaf when the main thread already has a signal pending (it does,
+    descheduled on cores the leaves share). Python's handler then only notes it
+    (a signal that reaches another thread does not make the main one look), and
+    a task running pure Python, which never lets go of Python's lock, took the
+    ring at the next signal to reach it, the clock's tick 50 ms later (UTS T3 on 2
+    leaves: 1-2 splits a job reached their victim 42-51 ms late). Here the main
+    thread blocks ``SIGIO`` while its bell rings beside a C thread waiting in
+    ``pause()``: the signal must wait for the main thread, not go to that one."""
+    import ctypes
+    import signal
+
+    from dac import ticker
+    libc = ctypes.CDLL(None)
+    mask = (ctypes.c_ulong * 16)()
+    mask[0] = 1 << (signal.SIGIO - 1)
+    peer, calls = _RungPeer(), []
+    thread = ctypes.c_ulong()
+    assert libc.pthread_create(ctypes.byref(thread), None,
+                               ctypes.cast(libc.pause, ctypes.c_void_p), None) == 0
+    try:
+        assert ticker.start(lambda rung, frame: calls.append(rung), 60.0, peer.ring_fd, 60.0)
+        assert libc.pthread_sigmask(signal.SIG_BLOCK, ctypes.byref(mask), None) == 0
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as bell:
+                bell.sendto(b"!", peer.bell.getsockname())
+            time.sleep(0.05)        # (where another thread took it, Python's handler
+            blocked = list(calls)   # runs when this one takes Python's lock again)
+        finally:
+            libc.pthread_sigmask(signal.SIG_UNBLOCK, ctypes.byref(mask), None)
+        t0 = time.perf_counter()
+        while not calls and time.perf_counter() - t0 < 0.5:
+            pass
+        assert (blocked, calls) == ([], [True])
+    finally:
+        ticker.stop()
+        libc.pthread_kill(thread, signal.SIGIO)     # (its pause() ends)
+        libc.pthread_join(thread, None)
+        peer.bell.close()
+
+
 def test_a_tasks_poll_empties_its_doorbell():
     """A task's poll takes the rings off the doorbell, so that the next ring signals
     again: a task runs for seconds without sleeping on its bell, which holds 10
