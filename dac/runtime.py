@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 from stealing.observe.stats import totals
-from stealing.roles.root import RootScheduler
 from stealing.transport.mpi import MPIBroken, lock
-from stealing.transport.spawning import SpawnRefused
 from stealing.transport.world import current as launcher_ranks
 from stealing.tree.placement import plan_topology, steal_params
 from stealing.tree.ranks import plan_for_ranks, ranks_topology
@@ -44,6 +42,7 @@ from .settings import REPORT_VAR, Options, check_cwd, command_line_options, crow
 from .spawn import SpawnFunction, as_call
 
 if TYPE_CHECKING:
+    from stealing.roles.root import RootScheduler
     from stealing.roles.scheduler import Scheduler
 
     # ``topology=``: None (this machine), a topology file's path, or a Topology
@@ -226,6 +225,7 @@ class Runtime:
 
     def _start(self) -> "Runtime":
         if self.scheduler is None and not self._attach():
+            from stealing.transport.spawning import SpawnRefused  # lazy: as make_scheduler
             sched = self.make_scheduler()
             self.scheduler = sched
             try:
@@ -246,7 +246,11 @@ class Runtime:
         return self
 
     def make_scheduler(self) -> RootScheduler:
-        """A ``RootScheduler`` for this runtime's tree (not started)."""
+        """A ``RootScheduler`` for this runtime's tree (not started). Imported here,
+        not with this module: a script attached to a warm tree (``dac up``) runs no
+        root of its own, and the root's modules were most of the 24 ms ``import`` of
+        this module took there."""
+        from stealing.roles.root import RootScheduler  # lazy: a tree spawned here
         sched = RootScheduler(self.plan, self.params,
                               self.options.run_settings(execution.REFERENCE),
                               execution.Executor())
