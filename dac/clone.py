@@ -37,6 +37,7 @@ keeps the body as it is (``of`` returns None) and costs what it cost before.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import itertools
 import linecache
@@ -45,7 +46,7 @@ from collections.abc import Iterator
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
 
-from . import context
+from . import context, latent
 
 if TYPE_CHECKING:
     from .spawn import SpawnFunction
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 # with their modules (each clone holds its routed call, ``_dac_routed``)
 _SLOTS: list[tuple[weakref.ref[FunctionType], str]] = []
 _NUMBERS = itertools.count()
+_END = "_dac_batch_end"
 _FUTURE_METHODS = {"result", "done", "_value", "_call"}
 _LOOPS = (ast.For, ast.comprehension)
 
@@ -108,14 +110,33 @@ def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
     module = _module_tree(fn)
     imports = _imports(module)
     tree = _source_of(fn, module, imports)
-    slot = f"_dac_clone_{fn.__name__}_{next(_NUMBERS)}"
-    body = _Rewrite(fn, sf, slot).rewritten(tree)
-    clone = _compiled(body, fn, imports)
+    number = next(_NUMBERS)
+    slot = f"_dac_clone_{fn.__name__}_{number}"
+    batch = None if sf.grain_fixed else f"_dac_batch_{fn.__name__}_{number}"
+    rewrite = _Replace(_Rewrite(fn, sf, slot, batch).found(tree))
+    clone = _compiled(rewrite.visit(tree), fn, imports)
     if register:
         fn.__globals__[slot] = clone
-        if not sf.grain_fixed:
+        if batch is not None:
+            _batches(rewrite.made, fn, sf)
             _routable(clone, sf, slot)
     return clone
+
+
+def _batches(made: list[tuple[str, ast.FunctionDef, bool]], fn: FunctionType,
+             sf: SpawnFunction) -> None:
+    """The globals a clone's batches call (``dac.latent``): the end of a batch, and
+    for each comprehension its registrar, which makes a taken item's arguments
+    with the comprehension's own expressions (``make``, compiled here)."""
+    space = fn.__globals__
+    if made:
+        space[_END] = latent.end
+    for name, make, unpack in made:
+        module = ast.fix_missing_locations(ast.Module(body=[make], type_ignores=[]))
+        defined: dict[str, Any] = {}
+        exec(compile(module, fn.__code__.co_filename, "exec", dont_inherit=True),
+             space, defined)
+        space[name] = latent.registrar(sf, defined[make.name], unpack)
 
 
 def _routable(clone: FunctionType, sf: SpawnFunction, slot: str) -> None:
@@ -255,17 +276,21 @@ _MANY = (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)
 class _Rewrite:
     """The clone's body: spawns of the function itself call ``slot``, ``sync`` calls
     become their values; ``Unfit`` where a future could be seen as anything but an
-    argument of ``sync`` (the clone's spawns return values, not futures)."""
+    argument of ``sync`` (the clone's spawns return values, not futures). With a
+    ``batch`` (the name of its ``dac.latent.runner``), a list comprehension of spawns
+    is a batch of latent calls that thieves can take."""
 
-    def __init__(self, fn: FunctionType, sf: SpawnFunction, slot: str) -> None:
-        self.fn, self.sf, self.slot = fn, sf, slot
+    def __init__(self, fn: FunctionType, sf: SpawnFunction, slot: str,
+                 batch: str | None = None) -> None:
+        self.fn, self.sf, self.slot, self.batch = fn, sf, slot, batch
         self.local = set(fn.__code__.co_varnames) | set(fn.__code__.co_cellvars)
         self.parent: dict[ast.AST, ast.AST] = {}
         self.one: set[str] = set()      # local names that hold one future
         self.many: set[str] = set()     # ... a list of them
         self.each: set[str] = set()     # loop names over such a list (``.result()``)
 
-    def rewritten(self, node: ast.FunctionDef) -> ast.FunctionDef:
+    def found(self, node: ast.FunctionDef) -> _Rewrite:
+        """What ``node`` holds, checked (``Unfit``), for ``_Replace`` to rewrite it."""
         for outer in ast.walk(node):
             for inner in ast.iter_child_nodes(outer):
                 self.parent[inner] = outer
@@ -285,7 +310,31 @@ class _Rewrite:
         for n in body:
             if isinstance(n, ast.Call) and self._is_sync(n.func):
                 self._check_sync(n)
-        return _Replace(self).visit(node)
+        return self
+
+    def latent(self, comp: ast.ListComp) -> bool:
+        """``comp`` is a comprehension of spawns whose items a thief may take
+        (``dac.latent``): one loop, no condition, a name or a flat tuple of names
+        as its target, the spawn's arguments positional, no ``:=`` in them, and not
+        itself inside a comprehension (its batch's iterator is a local name)."""
+        if not (self._spawns(comp.elt) and _positional(comp.elt)):
+            return False
+        if len(comp.generators) != 1:
+            return False
+        loop = comp.generators[0]
+        target = loop.target
+        if loop.ifs or loop.is_async or not (isinstance(target, ast.Name) or (
+                isinstance(target, ast.Tuple) and target.elts and
+                all(isinstance(e, ast.Name) for e in target.elts))):
+            return False
+        if any(isinstance(n, ast.NamedExpr) for n in ast.walk(comp.elt)):
+            return False
+        up = self.parent.get(comp)
+        while up is not None and not isinstance(up, ast.FunctionDef):
+            if isinstance(up, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                return False
+            up = self.parent.get(up)
+        return True
 
     # what a name or a call is --------------------------------------------------
     def _global(self, name: str) -> Any:
@@ -452,6 +501,20 @@ class _Rewrite:
         return "other"
 
 
+def _target_names(target: ast.AST) -> list[str]:
+    """The names a comprehension's target binds: one name, or a flat tuple of them."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    assert isinstance(target, ast.Tuple)
+    return [e.id for e in target.elts if isinstance(e, ast.Name)]
+
+
+def _positional(call: ast.AST) -> bool:
+    """A call with positional arguments only, none of them starred."""
+    return isinstance(call, ast.Call) and not call.keywords and \
+        not any(isinstance(a, ast.Starred) for a in call.args)
+
+
 def _one_name(assign: ast.Assign) -> bool:
     return len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)
 
@@ -469,6 +532,10 @@ class _Replace(ast.NodeTransformer):
         self.spawns: set[int] = set()
         self.syncs: dict[int, list[str]] = {}
         self.results: set[int] = set()  # ``x.result()`` of a future: ``x``
+        self.batches: set[int] = set()  # ``[f(...) for ...]``: latent calls
+        # (registrar's name, the function making a taken item's arguments, whether
+        # the comprehension's target is a tuple) of each batch written
+        self.made: list[tuple[str, ast.FunctionDef, bool]] = []
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
         f = self.found
@@ -481,8 +548,39 @@ class _Replace(ast.NodeTransformer):
                     isinstance(n.func.value, ast.Name) and f._result_of(n.func.value) \
                     and n.func.value.id in f.one | f.each:
                 self.results.add(id(n))
+            elif isinstance(n, ast.ListComp) and f.batch is not None and f.latent(n):
+                self.batches.add(id(n))
         node.body = [self.visit(s) for s in node.body]
         return node
+
+    def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
+        """``[f(a, x) for x in xs]`` of spawns: ``end(it := register(xs, a), [f(a, x)
+        for x in it])``, its items a batch thieves may take from (``dac.latent``);
+        ``make(a, x)``, written beside it, makes a taken item's arguments."""
+        if id(node) not in self.batches or self.found.batch is None:
+            self.generic_visit(node)
+            return node
+        assert isinstance(node.elt, ast.Call)
+        loop = node.generators[0]
+        names = _target_names(loop.target)
+        used = sorted({n.id for a in node.elt.args for n in ast.walk(a)
+                       if isinstance(n, ast.Name) and n.id in self.found.local} - set(names))
+        k = len(self.made)
+        reg, it = f"{self.found.batch}_{k}", f"_dac_it_{k}"
+        self.generic_visit(node)
+        make = ast.FunctionDef(
+            f"{reg}_args", ast.arguments([], [ast.arg(a) for a in [*used, *names]],
+                                         None, [], [], None, []),
+            [ast.Return(ast.Tuple([copy.deepcopy(a) for a in node.elt.args],
+                                  ast.Load()))], [], None)
+        self.made.append((reg, ast.copy_location(make, node),
+                          isinstance(loop.target, ast.Tuple)))
+        register = ast.Call(ast.Name(reg, ast.Load()),
+                            [loop.iter, *(ast.Name(u, ast.Load()) for u in used)], [])
+        loop.iter = ast.Name(it, ast.Load())
+        start = ast.NamedExpr(ast.Name(it, ast.Store()), register)
+        return ast.copy_location(ast.Call(ast.Name(_END, ast.Load()), [start, node], []),
+                                 node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)

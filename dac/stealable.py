@@ -26,7 +26,9 @@ CPU 1.21-1.29x the elision's against 1.32-1.47x; Langford 11 1.84-1.88x against
 1.62-1.74x (CPU 1.05-1.08x against 1.12-1.21x); fib, UTS T3 and the comb within their
 spread; N-Queens 12's default 1.05x the best ``depth=`` against 1.22x (one run each).
 When a thief asks and the deque is empty
-(the leaf runs a plain call below the horizon), every spawn is an entry (``EVERY``)
+(the leaf runs a plain call below the horizon), it takes the unstarted calls of the
+comprehensions of spawns running there (``dac.latent``: the last half of each, the
+shallowest first, ``LATENT_MIN`` calls or more). With none, every spawn is an entry (``EVERY``)
 until a poll ``POLL_S`` later pays the thief from those made meanwhile (``_due``):
 the spawns of the running call, and of its callers as they return; the thief gets the
 oldest half of those at the shallowest level (``_take_shallowest``). Then
@@ -71,7 +73,7 @@ from typing import TYPE_CHECKING, Any
 
 import stealing
 
-from . import clone, context, task_call, ticker
+from . import clone, context, latent, task_call, ticker
 from .errors import Lazy, SerializationError, SyncError, safe_repr
 from .future import _PENDING, Done, Future, done
 from .serialize import dumps_function, loads
@@ -90,6 +92,7 @@ WIDE = 8            # ... below the task's top call, while the deque holds fewer
 EVERY = sys.maxsize     # a horizon below every level: every spawn an entry
 SLOW = 32           # spawns between two polls (2 ms) at or under which each is an entry
 MAX_GRAIN_DEPTH = 48    # as the root's automatic depth (dac.expansion.MAX_AUTO_DEPTH)
+LATENT_MIN = 32         # calls a split takes off batches (dac.latent), at least
 POLL_S = 2e-3       # how often a running task lets its worker read messages (a probe costs ~10-60 µs)
 SLOW_GAP = POLL_S / SLOW    # a tick this long before the next spawn: spawns are slow
 SLOW_TICK_S = 0.05  # the clock's ticks where the parent rings the leaf (``dac.ticker``)
@@ -579,8 +582,10 @@ class StealableContext:
         (``Grain``); ``target``: it is the run's top call, whose grain is found here;
         ``grain``: the grain depth a worker fixed for the run."""
         saved = (context.current(), self.base, self.depth, self.level, self.origin,
-                 self.serial, self.horizon, self.top_horizon, self.open_to)
+                 self.serial, self.horizon, self.top_horizon, self.open_to,
+                 len(latent.BATCHES))
         outer = saved[0] is not self        # not a task run while another one waits
+        latent.ON = True                    # (its clones' comprehensions: batches)
         sf.ready()                          # (its clone written before the clock runs)
         if outer and ticker.start(          # (armed by _place_horizon below)
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
@@ -621,14 +626,17 @@ class StealableContext:
         them (UTS T3 on 2 leaves: a split reached its victim 750-880 ms late in
         three jobs of four, its thief idle all that while)."""
         (state, self.base, self.depth, self.level, self.origin, self.serial,
-         self.horizon, self.top_horizon, self.open_to) = saved
+         self.horizon, self.top_horizon, self.open_to, batches) = saved
+        latent.drop_above(batches)
         context.undeeper()
         context.set_current(state)
         if not outer:
             self._place_horizon()
-        elif self.below is not self:
-            ticker.stop()
-            self.below = self
+        else:
+            latent.ON = False
+            if self.below is not self:
+                ticker.stop()
+                self.below = self
 
     def _begin_grain(self, sf: SpawnFunction, args: tuple, kwargs: dict, depth: int,
                      use_leaf: bool, grain: int | None, target: int | None) -> bool:
@@ -657,7 +665,9 @@ class StealableContext:
     # thieves ---------------------------------------------------------------------
     def split(self, want: int) -> list:
         """The oldest half of the entries (at least one) as tasks for a thief, however
-        few it asked for (``want`` > 0); with none here, owe them until the next spawn.
+        few it asked for (``want`` > 0); with none here, unstarted calls of the
+        comprehensions running below the horizon (``_take_latent``); with none of
+        those either, owe them until the next spawn.
         Half, not the thief's batch size: on a spine of 300 levels x 3 ms, batches of
         50 ms of work made 9 steals, each leaving the thief idle for a round trip to a
         busy victim (about 10 ms on 2 shared cores): 1.58-1.61x the elision; halving
@@ -669,7 +679,7 @@ class StealableContext:
         if self.counting:                   # the grain is not fixed yet: owed
             self.owed = want
             return []
-        out = self._take(want)
+        out = self._take(want) or self._take_latent()
         self.owed = 0 if out else want
         if not out:                 # every spawn an entry until it is paid
             self.owed_at = _clock()
@@ -720,6 +730,54 @@ class StealableContext:
         """The oldest half of the deque (see ``split``), whatever ``want`` says."""
         d = self.deque
         return self._give([d[i] for i in range((len(d) + 1) // 2)])
+
+    def _take_latent(self) -> list:
+        """With the deque empty: the last half (at least one) of the unstarted items
+        of each batch that has any, oldest (shallowest) first, until ``LATENT_MIN``
+        calls are taken (``dac.latent``): the shallowest calls not yet made on this
+        leaf's stack."""
+        out: list = []
+        self.polling += 1           # (their arguments and pickles run the program's code)
+        try:
+            for rec in list(latent.BATCHES):
+                left = latent.unstarted(rec)
+                if left:
+                    out += self._take_items(rec, latent.items(rec)[-((left + 1) // 2):])
+                    if len(out) >= LATENT_MIN:
+                        break
+        finally:
+            self.polling -= 1
+        return out
+
+    def _take_items(self, rec: tuple, items: list) -> list:
+        """Tasks for the last of a batch's ``items`` whose calls can be made and
+        travel, from the end back to the first that cannot (a batch gives up a run
+        of its last items); the batch then waits for them."""
+        out: list = []
+        entries: list[Entry] = []
+        for item in reversed(items):
+            try:
+                args = latent.arguments(rec, item)
+            except Exception:       # (raised where the batch runs it, if it does)
+                break
+            entry = _new_entry(Entry)
+            entry._value = _PENDING
+            entry._call = (rec[2][0], args, {})
+            entry.seq = entry.level = -1    # (no scope waits for it: its batch does)
+            task = self._as_task(entry)
+            if task is None:
+                break
+            out.append(task)
+            entries.append(entry)
+        if out:
+            out.reverse()
+            entries.reverse()
+            latent.cut(rec, entries, self)
+        return out
+
+    def wait_taken(self, entries: list[Entry]) -> None:
+        """Wait for the calls thieves took off a batch (``dac.latent``)."""
+        self.worker.wait(lambda: all(e._value is not _PENDING for e in entries))
 
     def _take_shallowest(self) -> list:
         """A split owed, paid from the spawns made since it was asked: the oldest

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 import dac
-from dac import spawn, sync
+from dac import latent, spawn, sync
 
 
 def clone_frame() -> bool:
@@ -166,3 +166,40 @@ def closure() -> object:
     def inner(n: int) -> int:
         return n
     return inner
+
+
+@spawn
+def pairs_fanned(n: int, width: int) -> int:
+    """A tree of ``width ** n`` leaves whose calls come from a comprehension over
+    tuples (a batch whose target is a tuple of names): how many leaves."""
+    if n == 0:
+        return 1
+    return sum(sync([pairs_fanned(m, w) for m, w in [(n - 1, width)] * width]))
+
+
+@spawn
+def filtered(n: int) -> int:
+    """``kids`` through comprehensions a batch does not take: a condition, two
+    loops, one inside another comprehension (their calls run as written)."""
+    if n == 0:
+        return 1
+    a = sum(sync([filtered(i) for i in range(n) if i >= 0]))
+    b = sum(sync([filtered(i) for i in range(n) for _ in range(1)]))
+    c = sum([sum(sync([filtered(i) for i in range(j, j + 1)])) for j in range(n)])
+    assert a == b == c
+    return 1 + a
+
+
+@spawn
+def caught_below(n: int, seen: list) -> int:
+    """A comprehension of spawns whose deepest call raises, caught two levels up:
+    the batch it left behind is dropped by the next batch to end under it."""
+    if n == 0:
+        raise ValueError("at the bottom")
+    if n == 2:
+        try:
+            sync([caught_below(n - 1, seen) for _ in range(2)])
+        except ValueError:
+            seen.append(len(latent.BATCHES))
+        return 0
+    return sum(sync([caught_below(n - 1, seen) for _ in range(2)]))

@@ -543,3 +543,22 @@ def ring_when_routed(n: int, st: dict) -> int:
 def _context_now():
     from dac.context import current
     return current()
+
+
+SPLITTER: dict = {}     # the leaf's context a program splits (an in-process test's)
+
+
+@spawn
+def chain_then_fan(chain: int, depth: int, width: int) -> int:
+    """``chain`` levels of one call each, then a tree ``depth`` deep of ``width``
+    calls a node, each level a comprehension of spawns: its leaves (``width **
+    depth``). At the first leaf, a thief's split of ``SPLITTER["ctx"]`` (its deque
+    is empty there: every level above holds one call, started) is kept in
+    ``SPLITTER["taken"]``."""
+    if chain:
+        return sum(sync([chain_then_fan(chain - 1, depth, width) for _ in range(1)]))
+    if depth == 0:
+        if "taken" not in SPLITTER:
+            SPLITTER["taken"] = SPLITTER["ctx"].split(1)
+        return 1
+    return sum(sync([chain_then_fan(0, d, width) for d in [depth - 1] * width]))

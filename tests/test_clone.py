@@ -275,3 +275,38 @@ def test_a_body_whose_code_takes_other_parameters_gets_no_clone():
     code = sf.fn.__code__
     assert not clone._same(code, code.replace(co_argcount=0, co_kwonlyargcount=1))
     assert clone._same(code, code)
+
+
+def _batched(fn) -> bool:
+    """The clone of ``fn`` ends batches of latent calls (``dac.latent``)."""
+    return "_dac_batch_end" in clone.of(spawn_function(fn)).__code__.co_names
+
+
+def test_a_comprehension_of_spawns_is_a_batch_in_the_clone():
+    """A list comprehension of spawns in a clone runs over a batch a thief can take
+    its unstarted items from (``dac.latent``): a name or a tuple of names as its
+    target. Not with a condition, two loops, or inside another comprehension; nor
+    in the clone of a function with ``cutoff=``, under whose grain nothing is
+    stealable. Every form gives the serial answers, and leaves no batch behind."""
+    from dac import latent
+    assert _batched(cp.kids) and _batched(cp.pairs_fanned)
+    assert not _batched(cp.filtered) and not _batched(cp.grain_below)
+    assert cp.pairs_fanned(5, 3) == 3 ** 5
+    assert cp.filtered(6) == 64
+    assert latent.BATCHES == [] and latent.TAKEN == {}
+
+
+def test_a_batch_an_exception_left_is_dropped_when_one_below_it_ends():
+    """In a leaf's task, an exception out of a batch's call leaves its batch (and
+    those of the calls it went through) on the stack, up to where it is caught;
+    the next batch to end under them drops them, and the task's end any left."""
+    from dac import latent
+    from dac.stealable import StealableContext
+    from test_nested import _warm, _Worker
+    seen: list = []
+    ctx = _warm(StealableContext(_Worker()))
+    assert ctx.run_task(spawn_function(cp.caught_below), (8, seen), {}, 0, False) == 0
+    # the top 4 levels' spawns are deque entries (their bodies make no batch); the
+    # clones below: the batches of 3, 2 and 1 at the first catch, then 2 and 1 again
+    assert seen == [3, 5] * 32       # (in each of the 32 calls of 3)
+    assert latent.BATCHES == [] and not latent.ON

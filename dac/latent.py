@@ -1,0 +1,127 @@
+"""Latent calls: the unstarted spawns of a fast clone's list comprehension.
+
+A fast clone (``dac.clone``) runs a spawn as a plain call, so a comprehension of
+spawns runs its first call's whole subtree before its later calls even exist: on a
+leaf whose task has gone below its horizon, the unstarted siblings along the running
+path are calls not yet made, and a thief that asked got only what the leaf spawned
+after it asked (UTS T3, in its deep and narrow tail: a node or a few a split, the
+thief idle a tenth of the job). Lazy task creation makes those siblings stealable
+without making them tasks. A comprehension of spawns in a clone,
+``[f(a, x) for x in xs]``, runs over a list of its items registered on this
+process's stack of *batches* (``BATCHES``), with the values of the function's locals
+its calls read (``a``); a thief takes the last unstarted items of the oldest batches
+(the shallowest: ``StealableContext.split``), makes their calls' arguments with the
+comprehension's own expressions (a function written beside the clone), and the
+batch, once it has run the rest, waits for their values.
+
+The thief's share is cut off the end of the list, which the comprehension's
+iterator has not reached: a list iterator reads the list's length at each step, and
+an item it has handed out is started (``__length_hint__`` counts those it has not).
+A signal's handler that splits runs between two bytecodes, so an item is either
+handed out or left whole. The arguments of a taken call are made when it is taken,
+not just before it would have run here: between the two orders a spawn allows
+(every spawn's arguments made first, as deque entries do, or each just before its
+call, as the elision does), with the locals the comprehension read.
+
+Batches are made only in a leaf's task (``ON``), where thieves are. Costs there:
+one batch per comprehension run (a list of its items, a record pushed and popped:
+about 300 ns), nothing per call; in the serial elision, a call that hands the
+iterator back. A batch an exception left (caught above it) is dropped by the next
+batch to end below it, or when its task ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .spawn import SpawnFunction
+    from .stealable import Entry, StealableContext
+
+# the running batches of this process, oldest first: (the iterator over a batch's
+# items, the values of the locals its calls read, what the registrar knows: the
+# @spawn function, make_args, whether a target is a tuple of names)
+BATCHES: list[tuple[Iterator, tuple, tuple]] = []
+# batches are made only while a leaf's task runs (``StealableContext.run_task``): in
+# the serial elision nothing steals, and a batch an exception left there would stay
+ON = False
+_push, _pop = BATCHES.append, BATCHES.pop
+# id(iterator) of a batch -> (the leaf's context, the entries of its items taken)
+TAKEN: dict[int, tuple[StealableContext, list[Entry]]] = {}
+
+
+def registrar(sf: SpawnFunction, make_args: Callable[..., tuple],
+              unpack: bool) -> Callable[..., Iterator]:
+    """What a clone's comprehension of spawns iterates: ``register(items, *values)``
+    records a batch of ``items`` (``values``: the locals its calls read, which
+    ``make_args(*values, item)`` turns into a call's arguments, or ``*item`` where
+    ``unpack``: the comprehension's target is a tuple of names)."""
+    known = (sf, make_args, unpack)
+
+    def register(iterable: Iterable, *values: Any) -> Iterator:
+        if not ON:
+            return iter(iterable)
+        it = iter([*iterable])
+        _push((it, values, known))
+        return it
+    return register
+
+
+def end(it: Iterator, out: list) -> list:
+    """The values of a batch (``out``: those of the calls it ran), ended: with the
+    values of the calls thieves took, once back."""
+    if not BATCHES or BATCHES[-1][0] is not it and not _drop_to(it):
+        return out                  # (not a batch: made while ON was False)
+    _pop()
+    if TAKEN:
+        taken = TAKEN.pop(id(it), None)
+        if taken is not None:
+            taken[0].wait_taken(taken[1])
+            out += [e._value for e in taken[1]]
+    return out
+
+
+def _drop_to(it: Iterator) -> bool:
+    """The batches above that of ``it`` dropped (an exception left them, caught in
+    between); False where ``it`` has none."""
+    for i in range(len(BATCHES) - 1, -1, -1):
+        if BATCHES[i][0] is it:
+            drop_above(i + 1)
+            return True
+    return False
+
+
+def drop_above(size: int) -> None:
+    """The batches above the first ``size`` gone (a task ended: any left were left
+    by an exception)."""
+    for rec in BATCHES[size:]:
+        TAKEN.pop(id(rec[0]), None)
+    del BATCHES[size:]
+
+
+def unstarted(rec: tuple) -> int:
+    """How many items of a batch have not started (a thief may take them all)."""
+    n: int = rec[0].__length_hint__()
+    return n
+
+
+def items(rec: tuple) -> list:
+    """The list a batch's iterator goes over (its unstarted items at its end)."""
+    seq: list = rec[0].__reduce__()[1][0]
+    return seq
+
+
+def arguments(rec: tuple, item: Any) -> tuple:
+    """The arguments of the call the batch would make for ``item``."""
+    _, make_args, unpack = rec[2]
+    args: tuple = make_args(*rec[1], *item) if unpack else make_args(*rec[1], item)
+    return args
+
+
+def cut(rec: tuple, entries: list[Entry], ctx: StealableContext) -> None:
+    """The last ``len(entries)`` items of a batch taken by a thief (``entries`` stand
+    for their calls, in order): the batch waits for them after those it runs."""
+    del items(rec)[-len(entries):]
+    before = TAKEN.get(id(rec[0]))
+    TAKEN[id(rec[0])] = (ctx, entries if before is None else entries + before[1])
