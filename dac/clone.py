@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 # with their modules (each clone holds its routed call, ``_dac_routed``)
 _SLOTS: list[tuple[weakref.ref[FunctionType], str]] = []
 _NUMBERS = itertools.count()
-_END = "_dac_batch_end"
 _FUTURE_METHODS = {"result", "done", "_value", "_call"}
 _LOOPS = (ast.For, ast.comprehension)
 
@@ -112,7 +111,7 @@ def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
     tree = _source_of(fn, module, imports)
     number = next(_NUMBERS)
     slot = f"_dac_clone_{fn.__name__}_{number}"
-    batch = None if sf.grain_fixed else f"_dac_batch_{fn.__name__}_{number}"
+    batch = None if sf.grain_fixed or not latent.LEAF else f"_dac_batch_{fn.__name__}_{number}"
     rewrite = _Replace(_Rewrite(fn, sf, slot, batch).found(tree))
     clone = _compiled(rewrite.visit(tree), fn, imports)
     if register:
@@ -123,20 +122,55 @@ def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
     return clone
 
 
+# A comprehension of spawns in a clone (``_Replace.visit_ListComp``): in a leaf's task
+# (``ON``) a list of its items whose iterator it runs over, pushed on the batches
+# with the locals its calls read and what a thief needs (``KNOWN``), popped at its end
+# where nothing was taken from it and no exception left a batch above it (else
+# ``dac.latent.end``); elsewhere its iterator alone. The stack's list and the taken
+# dict are never rebound, so the module's globals name them.
+_BATCH = """(
+    (_dac_push(((_dac_it_K := _dac_iter([*ITEMS])), VALUES, KNOWN))
+     if _dac_latent.ON else (_dac_it_K := _dac_iter(ITEMS))),
+    (_dac_out_K := COMP),
+    _dac_out_K if not _dac_batches else
+    (_dac_pop(), _dac_out_K)[1] if _dac_batches[-1][0] is _dac_it_K and not _dac_taken
+    else _dac_end(_dac_it_K, _dac_out_K))[2]"""
+
+
+def _batch_expression(k: int) -> ast.expr:
+    """``_BATCH`` for the ``k``-th comprehension of a clone (its names numbered)."""
+    tree = ast.parse(_BATCH.replace("_K", f"_{k}"), mode="eval")
+    return tree.body
+
+
+class _Fill(ast.NodeTransformer):
+    """``_BATCH``'s place-holders (``ITEMS``, ``COMP``, ...) replaced by nodes."""
+
+    def __init__(self, parts: dict[str, ast.expr]) -> None:
+        self.parts = parts
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return self.parts.get(node.id, node)
+
+
 def _batches(made: list[tuple[str, ast.FunctionDef, bool]], fn: FunctionType,
              sf: SpawnFunction) -> None:
-    """The globals a clone's batches call (``dac.latent``): the end of a batch, and
-    for each comprehension its registrar, which makes a taken item's arguments
-    with the comprehension's own expressions (``make``, compiled here)."""
+    """The globals a clone's batches use (``_BATCH``, ``dac.latent``): the stack of
+    batches and what pushes, pops and ends one, and for each comprehension what a
+    thief needs to make a taken item's call (``KNOWN``: the function, ``make``
+    compiled here, which makes a call's arguments with the comprehension's own
+    expressions, and whether its target is a tuple)."""
     space = fn.__globals__
     if made:
-        space[_END] = latent.end
+        space.update(_dac_push=latent.BATCHES.append, _dac_pop=latent.BATCHES.pop,
+                     _dac_batches=latent.BATCHES, _dac_taken=latent.TAKEN,
+                     _dac_iter=iter, _dac_latent=latent, _dac_end=latent.end)
     for name, make, unpack in made:
         module = ast.fix_missing_locations(ast.Module(body=[make], type_ignores=[]))
         defined: dict[str, Any] = {}
         exec(compile(module, fn.__code__.co_filename, "exec", dont_inherit=True),
              space, defined)
-        space[name] = latent.registrar(sf, defined[make.name], unpack)
+        space[name] = (sf, defined[make.name], unpack)
 
 
 def _routable(clone: FunctionType, sf: SpawnFunction, slot: str) -> None:
@@ -533,8 +567,8 @@ class _Replace(ast.NodeTransformer):
         self.syncs: dict[int, list[str]] = {}
         self.results: set[int] = set()  # ``x.result()`` of a future: ``x``
         self.batches: set[int] = set()  # ``[f(...) for ...]``: latent calls
-        # (registrar's name, the function making a taken item's arguments, whether
-        # the comprehension's target is a tuple) of each batch written
+        # (the name of what a thief needs, the function making a taken item's
+        # arguments, whether the comprehension's target is a tuple) of each batch
         self.made: list[tuple[str, ast.FunctionDef, bool]] = []
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
@@ -554,9 +588,11 @@ class _Replace(ast.NodeTransformer):
         return node
 
     def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
-        """``[f(a, x) for x in xs]`` of spawns: ``end(it := register(xs, a), [f(a, x)
-        for x in it])``, its items a batch thieves may take from (``dac.latent``);
-        ``make(a, x)``, written beside it, makes a taken item's arguments."""
+        """``[f(a, x) for x in xs]`` of spawns: a batch thieves may take its items
+        from (``dac.latent``, ``_BATCH``), written out with no call of Python's
+        own (a call to register the batch and one to end it cost UTS T3 on one
+        leaf 3-5%); ``make(a, x)``, written beside it, makes a taken item's
+        arguments."""
         if id(node) not in self.batches or self.found.batch is None:
             self.generic_visit(node)
             return node
@@ -566,21 +602,20 @@ class _Replace(ast.NodeTransformer):
         used = sorted({n.id for a in node.elt.args for n in ast.walk(a)
                        if isinstance(n, ast.Name) and n.id in self.found.local} - set(names))
         k = len(self.made)
-        reg, it = f"{self.found.batch}_{k}", f"_dac_it_{k}"
+        known = f"{self.found.batch}_{k}"
         self.generic_visit(node)
         make = ast.FunctionDef(
-            f"{reg}_args", ast.arguments([], [ast.arg(a) for a in [*used, *names]],
-                                         None, [], [], None, []),
+            f"{known}_args", ast.arguments([], [ast.arg(a) for a in [*used, *names]],
+                                           None, [], [], None, []),
             [ast.Return(ast.Tuple([copy.deepcopy(a) for a in node.elt.args],
                                   ast.Load()))], [], None)
-        self.made.append((reg, ast.copy_location(make, node),
+        self.made.append((known, ast.copy_location(make, node),
                           isinstance(loop.target, ast.Tuple)))
-        register = ast.Call(ast.Name(reg, ast.Load()),
-                            [loop.iter, *(ast.Name(u, ast.Load()) for u in used)], [])
-        loop.iter = ast.Name(it, ast.Load())
-        start = ast.NamedExpr(ast.Name(it, ast.Store()), register)
-        return ast.copy_location(ast.Call(ast.Name(_END, ast.Load()), [start, node], []),
-                                 node)
+        items = loop.iter
+        loop.iter = ast.Name(f"_dac_it_{k}", ast.Load())
+        parts = {"ITEMS": items, "COMP": node, "KNOWN": ast.Name(known, ast.Load()),
+                 "VALUES": ast.Tuple([ast.Name(u, ast.Load()) for u in used], ast.Load())}
+        return ast.copy_location(_Fill(parts).visit(_batch_expression(k)), node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from stealing.exceptions import SetupFailure, from_user_frames
 from stealing.tree.tasks import Blob, Result, Task, TaskId, is_split
 
-from . import context, task_call
+from . import context, latent, task_call
 from .errors import Lazy, TaskError, exception_message, shorten_traceback
 from .serialize import SCRIPT_PREFIX, dumps
 from .spawn import SpawnFunction, short_repr
@@ -173,6 +173,7 @@ class Executor:
         cloudpickle, which a function that travels by value needs to load (the
         leaf's first JOB imported it: 7-8 ms, before the first task could run)."""
         learn_runtime_dirs()
+        latent.LEAF = True              # (its clones' comprehensions: batches)
         import cloudpickle  # lazy: a leaf's start, never the root's  # noqa: F401
 
     @staticmethod

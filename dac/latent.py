@@ -23,49 +23,36 @@ not just before it would have run here: between the two orders a spawn allows
 (every spawn's arguments made first, as deque entries do, or each just before its
 call, as the elision does), with the locals the comprehension read.
 
-Batches are made only in a leaf's task (``ON``), where thieves are. Costs there:
-one batch per comprehension run (a list of its items, a record pushed and popped:
-about 300 ns), nothing per call; in the serial elision, a call that hands the
-iterator back. A batch an exception left (caught above it) is dropped by the next
+Batches are written only in a leaf's clones and made only in a leaf's task, where
+thieves are. Costs there: one batch per comprehension run (a list of its items, a
+record pushed and popped, about 300 ns), nothing per call: UTS T3 on one leaf, whose
+comprehensions all make batches (one per 8 nodes), took 5.77-6.08 s of CPU against
+5.60-5.94 s before (three runs each, two rounds). A batch an exception left (caught above it) is dropped by the next
 batch to end below it, or when its task ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .spawn import SpawnFunction
     from .stealable import Entry, StealableContext
 
 # the running batches of this process, oldest first: (the iterator over a batch's
-# items, the values of the locals its calls read, what the registrar knows: the
-# @spawn function, make_args, whether a target is a tuple of names)
+# items, the values of the locals its calls read, what its clone knows: the @spawn
+# function, make_args, whether the target is a tuple of names); pushed and popped by
+# the clone's own code (``dac.clone._BATCH``)
 BATCHES: list[tuple[Iterator, tuple, tuple]] = []
-# batches are made only while a leaf's task runs (``StealableContext.run_task``): in
-# the serial elision nothing steals, and a batch an exception left there would stay
+# batches are written only in a leaf's clones (``LEAF``: set where a leaf starts,
+# ``dac.execution.Executor.warm_up``, and by its context; the serial elision of the
+# program's own process, where nothing steals, keeps its comprehensions as they are)
+# and made only while a leaf's task runs (``ON``, ``StealableContext.run_task``)
+LEAF = False
 ON = False
 _push, _pop = BATCHES.append, BATCHES.pop
 # id(iterator) of a batch -> (the leaf's context, the entries of its items taken)
 TAKEN: dict[int, tuple[StealableContext, list[Entry]]] = {}
-
-
-def registrar(sf: SpawnFunction, make_args: Callable[..., tuple],
-              unpack: bool) -> Callable[..., Iterator]:
-    """What a clone's comprehension of spawns iterates: ``register(items, *values)``
-    records a batch of ``items`` (``values``: the locals its calls read, which
-    ``make_args(*values, item)`` turns into a call's arguments, or ``*item`` where
-    ``unpack``: the comprehension's target is a tuple of names)."""
-    known = (sf, make_args, unpack)
-
-    def register(iterable: Iterable, *values: Any) -> Iterator:
-        if not ON:
-            return iter(iterable)
-        it = iter([*iterable])
-        _push((it, values, known))
-        return it
-    return register
 
 
 def end(it: Iterator, out: list) -> list:

@@ -212,6 +212,7 @@ class StealableContext:
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
+        latent.LEAF = True              # (clones written from now on: batches)
         self.deque: deque[Entry] = deque()
         self.seq = 0                    # the number of the next entry
         self.base = 0                   # the first number of the running scope

@@ -278,17 +278,21 @@ def test_a_body_whose_code_takes_other_parameters_gets_no_clone():
 
 
 def _batched(fn) -> bool:
-    """The clone of ``fn`` ends batches of latent calls (``dac.latent``)."""
-    return "_dac_batch_end" in clone.of(spawn_function(fn)).__code__.co_names
+    """The clone of ``fn`` pushes batches of latent calls (``dac.latent``)."""
+    return "_dac_push" in clone.of(spawn_function(fn)).__code__.co_names
 
 
-def test_a_comprehension_of_spawns_is_a_batch_in_the_clone():
-    """A list comprehension of spawns in a clone runs over a batch a thief can take
-    its unstarted items from (``dac.latent``): a name or a tuple of names as its
+def test_a_comprehension_of_spawns_is_a_batch_in_a_leafs_clone(monkeypatch):
+    """A list comprehension of spawns in a leaf's clone runs over a batch a thief can
+    take its unstarted items from (``dac.latent``): a name or a tuple of names as its
     target. Not with a condition, two loops, or inside another comprehension; nor
     in the clone of a function with ``cutoff=``, under whose grain nothing is
-    stealable. Every form gives the serial answers, and leaves no batch behind."""
+    stealable; nor outside a leaf (the elision costs what it cost). Every form gives
+    the serial answers, and leaves no batch behind."""
     from dac import latent
+    monkeypatch.setattr(latent, "LEAF", False)
+    assert not _batched(cp.kids)
+    monkeypatch.setattr(latent, "LEAF", True)
     assert _batched(cp.kids) and _batched(cp.pairs_fanned)
     assert not _batched(cp.filtered) and not _batched(cp.grain_below)
     assert cp.pairs_fanned(5, 3) == 3 ** 5
