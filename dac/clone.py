@@ -41,6 +41,7 @@ import copy
 import inspect
 import itertools
 import linecache
+import threading
 import weakref
 from collections.abc import Iterator
 from types import CodeType, FunctionType
@@ -122,18 +123,21 @@ def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
     return clone
 
 
-# A comprehension of spawns in a clone (``_Replace.visit_ListComp``): in a leaf's task
-# (``ON``) a list of its items whose iterator it runs over, pushed on the batches
+# A comprehension of spawns in a clone (``_Replace.visit_ListComp``): in a leaf's task,
+# in its thread (``ON``: another thread's batches would interleave with the task's on
+# the one stack), a list of its items whose iterator it runs over, pushed on the batches
 # with the locals its calls read and what a thief needs (``KNOWN``), popped at its end
 # where nothing was taken from it and no exception left a batch above it (else
-# ``dac.latent.end``); elsewhere its iterator alone. The stack's list and the taken
+# ``dac.latent.end``); elsewhere its iterator alone. Whether it was pushed is kept
+# (``_dac_on_K``) for its end: ``ON`` may change meanwhile. The stack's list and the taken
 # dict are never rebound, so the module's globals name them.
 _BATCH = """(
     (_dac_push(((_dac_it_K := _dac_iter([*ITEMS])), VALUES, KNOWN))
-     if _dac_latent.ON else (_dac_it_K := _dac_iter(ITEMS))),
+     if (_dac_on_K := _dac_latent.ON == _dac_thread()) else (_dac_it_K := _dac_iter(ITEMS))),
     (_dac_out_K := COMP),
-    _dac_out_K if not _dac_batches else
-    (_dac_pop(), _dac_out_K)[1] if _dac_batches[-1][0] is _dac_it_K and not _dac_taken
+    _dac_out_K if not _dac_on_K else
+    (_dac_pop(), _dac_out_K)[1]
+    if _dac_batches and _dac_batches[-1][0] is _dac_it_K and not _dac_taken
     else _dac_end(_dac_it_K, _dac_out_K))[2]"""
 
 
@@ -164,7 +168,8 @@ def _batches(made: list[tuple[str, ast.FunctionDef, bool]], fn: FunctionType,
     if made:
         space.update(_dac_push=latent.BATCHES.append, _dac_pop=latent.BATCHES.pop,
                      _dac_batches=latent.BATCHES, _dac_taken=latent.TAKEN,
-                     _dac_iter=iter, _dac_latent=latent, _dac_end=latent.end)
+                     _dac_iter=iter, _dac_latent=latent, _dac_end=latent.end,
+                     _dac_thread=threading.get_ident)
     for name, make, unpack in made:
         module = ast.fix_missing_locations(ast.Module(body=[make], type_ignores=[]))
         defined: dict[str, Any] = {}
@@ -311,8 +316,8 @@ class _Rewrite:
     """The clone's body: spawns of the function itself call ``slot``, ``sync`` calls
     become their values; ``Unfit`` where a future could be seen as anything but an
     argument of ``sync`` (the clone's spawns return values, not futures). With a
-    ``batch`` (the name of its ``dac.latent.runner``), a list comprehension of spawns
-    is a batch of latent calls that thieves can take."""
+    ``batch`` (the prefix of its names), a list comprehension of spawns is a batch of
+    latent calls that thieves can take (``dac.latent``)."""
 
     def __init__(self, fn: FunctionType, sf: SpawnFunction, slot: str,
                  batch: str | None = None) -> None:

@@ -27,8 +27,8 @@ Batches are written only in a leaf's clones and made only in a leaf's task, wher
 thieves are. Costs there: one batch per comprehension run (a list of its items, a
 record pushed and popped, about 300 ns), nothing per call: UTS T3 on one leaf, whose
 comprehensions all make batches (one per 8 nodes), took 5.77-6.08 s of CPU against
-5.60-5.94 s before (three runs each, two rounds). A batch an exception left (caught above it) is dropped by the next
-batch to end below it, or when its task ends.
+5.60-5.94 s before (three runs each, two rounds). A batch an exception left (caught
+above it) is dropped by the next batch to end below it, or when its task ends.
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ BATCHES: list[tuple[Iterator, tuple, tuple]] = []
 # batches are written only in a leaf's clones (``LEAF``: set where a leaf starts,
 # ``dac.execution.Executor.warm_up``, and by its context; the serial elision of the
 # program's own process, where nothing steals, keeps its comprehensions as they are)
-# and made only while a leaf's task runs (``ON``, ``StealableContext.run_task``)
+# and made only while a leaf's task runs, in its thread (``ON``: that thread's ident,
+# 0 for none; ``StealableContext.run_task``)
 LEAF = False
-ON = False
+ON = 0
 _push, _pop = BATCHES.append, BATCHES.pop
 # id(iterator) of a batch -> (the leaf's context, the entries of its items taken)
 TAKEN: dict[int, tuple[StealableContext, list[Entry]]] = {}
@@ -59,7 +60,7 @@ def end(it: Iterator, out: list) -> list:
     """The values of a batch (``out``: those of the calls it ran), ended: with the
     values of the calls thieves took, once back."""
     if not BATCHES or BATCHES[-1][0] is not it and not _drop_to(it):
-        return out                  # (not a batch: made while ON was False)
+        return out                  # (not a batch: made while ON was not its thread's)
     _pop()
     if TAKEN:
         taken = TAKEN.pop(id(it), None)

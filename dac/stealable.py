@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -586,7 +587,7 @@ class StealableContext:
                  self.serial, self.horizon, self.top_horizon, self.open_to,
                  len(latent.BATCHES))
         outer = saved[0] is not self        # not a task run while another one waits
-        latent.ON = True                    # (its clones' comprehensions: batches)
+        latent.ON = threading.get_ident()   # (its clones' comprehensions: batches)
         sf.ready()                          # (its clone written before the clock runs)
         if outer and ticker.start(          # (armed by _place_horizon below)
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
@@ -634,7 +635,7 @@ class StealableContext:
         if not outer:
             self._place_horizon()
         else:
-            latent.ON = False
+            latent.ON = 0
             if self.below is not self:
                 ticker.stop()
                 self.below = self
@@ -777,7 +778,13 @@ class StealableContext:
         return out
 
     def wait_taken(self, entries: list[Entry]) -> None:
-        """Wait for the calls thieves took off a batch (``dac.latent``)."""
+        """Wait for the calls thieves took off a batch (``dac.latent``): in this
+        context, whose next spawn polls (``woken``): the batch's frames may run in
+        the context below the horizon, and a task run in the wait would take itself
+        for the leaf's outer task and, ending, stop the clock and the batches of
+        the task still running."""
+        if context.current() is not self:
+            self.woken()
         self.worker.wait(lambda: all(e._value is not _PENDING for e in entries))
 
     def _take_shallowest(self) -> list:

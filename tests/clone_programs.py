@@ -203,3 +203,23 @@ def caught_below(n: int, seen: list) -> int:
             seen.append(len(latent.BATCHES))
         return 0
     return sum(sync([caught_below(n - 1, seen) for _ in range(2)]))
+
+
+@spawn
+def batches_seen(n: int, seen: list) -> int:
+    """A binary tree of ``2 ** n`` leaves, each noting how many batches are on the
+    process's stack as it runs (``dac.latent``)."""
+    if n == 0:
+        seen.append(len(latent.BATCHES))
+        return 1
+    return sum(sync([batches_seen(m, seen) for m in [n - 1] * 2]))
+
+
+def in_a_thread(n: int, seen: list) -> int:
+    """``batches_seen(n, seen)`` run in a thread of its own; its value."""
+    import threading
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(batches_seen(n, seen)))
+    thread.start()
+    thread.join()
+    return out[0]

@@ -313,4 +313,22 @@ def test_a_batch_an_exception_left_is_dropped_when_one_below_it_ends():
     # the top 4 levels' spawns are deque entries (their bodies make no batch); the
     # clones below: the batches of 3, 2 and 1 at the first catch, then 2 and 1 again
     assert seen == [3, 5] * 32       # (in each of the 32 calls of 3)
-    assert latent.BATCHES == [] and not latent.ON
+    assert latent.BATCHES == [] and latent.ON == 0
+
+
+def test_only_the_thread_of_a_leafs_task_makes_batches():
+    """Batches are made in the thread that runs a leaf's task: another thread's
+    would interleave with the task's on the process's one stack (and a thief could
+    take calls whose values nobody collects)."""
+    from dac import latent
+    from dac.stealable import StealableContext
+    from test_nested import _warm, _Worker
+    ctx = _warm(StealableContext(_Worker()))
+    seen: list = []
+    assert ctx.run_task(spawn_function(cp.batches_seen), (8, seen), {}, 0, False) == 256
+    assert max(seen) >= 2                       # (the clone's levels, below the top's)
+    seen.clear()
+    task = spawn_function(dac.spawn(cp.in_a_thread))
+    assert ctx.run_task(task, (8, seen), {}, 0, False) == 256
+    assert len(seen) == 256 and set(seen) == {0}
+    assert latent.BATCHES == [] and latent.ON == 0

@@ -1120,3 +1120,38 @@ def test_a_thief_takes_the_unstarted_calls_of_the_oldest_batches():
     assert taken == [(0, 3, 3), (0, 2, 3), (0, 1, 3), (0, 0, 3)]
     assert ctx.owed == 0 and not ctx.stolen
     assert latent.BATCHES == [] and latent.TAKEN == {}
+
+
+class _NestsThenPays(_PaysTaken):
+    """As ``_PaysTaken``, after running a task nested in the wait (as a leaf runs
+    what it holds while a batch waits for its thief); notes the leaf's state then."""
+
+    def __init__(self):
+        super().__init__()
+        self.after = None
+
+    def wait(self, done):
+        import threading
+
+        from dac import latent
+        ctx = nest.SPLITTER["ctx"]
+        assert ctx.run_task(spawn_function(nest.binary), (3,), {}, 0, False) == 8
+        self.after = (latent.ON == threading.get_ident(), ctx.below is not ctx)
+        super().wait(done)
+
+
+def test_a_task_run_while_a_batch_waits_leaves_the_waiting_task_as_it_was():
+    """A batch's end waits for its thief in the leaf's own context: from the frames
+    below the horizon, where the context is the serial one, a task run in the wait
+    took itself for the leaf's outer task, and its end stopped the clock and the
+    batches of the task still running (and, with a batch's end that read whether
+    batches were on, UTS T3's count came out 11,872 nodes short)."""
+    from dac import latent
+    from dac.stealable import HORIZON, StealableContext
+    nest.SPLITTER.clear()
+    worker = _NestsThenPays()
+    ctx = nest.SPLITTER["ctx"] = _warm(StealableContext(worker))
+    sf = spawn_function(nest.chain_then_fan)
+    assert ctx.run_task(sf, (HORIZON + 1, 4, 3), {}, 0, False) == 3 ** 4
+    assert worker.after == (True, True)         # batches and the clock still on
+    assert latent.BATCHES == [] and latent.TAKEN == {}
