@@ -57,10 +57,11 @@ TAKEN: dict[int, tuple[StealableContext, list[Entry]]] = {}
 
 
 def end(it: Iterator, out: list) -> list:
-    """The values of a batch (``out``: those of the calls it ran), ended: with the
-    values of the calls thieves took, once back."""
+    """The values of a batch (``out``: those of the calls it ran), ended where its
+    clone's own code could not pop it (something was taken, or an exception left
+    batches above it): with the values of the calls thieves took, once back."""
     if not BATCHES or BATCHES[-1][0] is not it and not _drop_to(it):
-        return out                  # (not a batch: made while ON was not its thread's)
+        return out                  # (dropped already: not expected, but no harm)
     _pop()
     if TAKEN:
         taken = TAKEN.pop(id(it), None)
