@@ -741,7 +741,7 @@ class StealableContext:
         out: list = []
         self.polling += 1           # (their arguments and pickles run the program's code)
         try:
-            for rec in list(latent.BATCHES):
+            for rec in latent.BATCHES:      # (nothing pushes or pops while it polls)
                 left = latent.unstarted(rec)
                 if left:
                     out += self._take_items(rec, latent.items(rec)[-((left + 1) // 2):])
