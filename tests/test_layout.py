@@ -352,3 +352,17 @@ def test_a_malformed_executor_reference_is_refused(reference):
     from stealing.roles.executor import load_executor
     with pytest.raises(ValueError, match="module:name"):
         load_executor(reference)
+
+
+def test_import_dac_leaves_the_tree_plan_unloaded():
+    """``import dac`` is on the path of every script, a warm tree's included (fib 35
+    attached to one: about 0.6 s in all); ``stealing``'s package imported the tree
+    plan, whose ``dataclasses`` brings ``inspect`` and ``ast``: 13 of 40 ms. The plan's
+    names still come from ``stealing`` at their first use."""
+    import subprocess
+    script = ("import sys; import dac; print('dataclasses' in sys.modules, "
+              "'stealing.tree.plan' in sys.modules); import stealing; "
+              "stealing.plan_tree; print('stealing.tree.plan' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.stdout.split() == ["False", "False", "True"], out.stderr
