@@ -562,3 +562,36 @@ def chain_then_fan(chain: int, depth: int, width: int) -> int:
             SPLITTER["taken"] = SPLITTER["ctx"].split(1)
         return 1
     return sum(sync([chain_then_fan(0, d, width) for d in [depth - 1] * width]))
+
+
+@spawn
+def binary_asked(depth: int, at: tuple) -> int:
+    """``binary(depth)`` whose leaves, counted in the order they run, ask
+    ``SPLITTER["ctx"]`` for a split at the counts in ``at`` (as a thief's request
+    that reached the leaf then); what each split took goes to ``SPLITTER["sizes"]``
+    and the tasks to ``SPLITTER["taken"]``."""
+    if depth == 0:
+        n = SPLITTER["leaves"] = SPLITTER.get("leaves", 0) + 1
+        if n in at:
+            taken = SPLITTER["ctx"].split(1)
+            SPLITTER.setdefault("sizes", []).append(len(taken))
+            SPLITTER.setdefault("taken", []).extend(taken)
+        return 1
+    a, b = sync(binary_asked(depth - 1, at), binary_asked(depth - 1, at))
+    return a + b
+
+
+@spawn
+def fails(k: int) -> int:
+    raise ValueError(f"call {k} failed")
+
+
+@spawn
+def catches_its_sync() -> str:
+    """A ``sync`` of two calls that both raise, caught: at the top of a task both are
+    entries, and the newest runs first."""
+    try:
+        sync(fails(1), fails(2))
+    except ValueError as e:
+        return str(e)
+    return "nothing raised"

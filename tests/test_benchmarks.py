@@ -112,7 +112,10 @@ def test_work_first_measures_every_program_with_right_answers():
     assert rows["array sum 0.524288 MB"]["spawns"] == 30     # 16 pieces of 4096
     for r in rows.values():
         assert set(r["seconds"]) == {"plain", "elision", "alone", "pair", "whole", "compute",
-                                     "leaves_cpu", "depth=1"}
+                                     "leaves_cpu", "started", "depth=1"}
+        # the default and the tuned depth, each a job on a started tree
+        assert r["default_over_tuned"] == pytest.approx(
+            r["seconds"]["started"][0] / r["seconds"]["depth=1"][0], rel=0.03)  # (rounded)
         # each program's own ceiling: its elision alone over two copies side by side
         assert len(r["ceilings"]) == 1 and r["ceiling"] == r["ceilings"][0] > 0
         assert r["of_ceiling"] == pytest.approx(r["speedup_compute"] / r["ceiling"],

@@ -1155,3 +1155,57 @@ def test_a_task_run_while_a_batch_waits_leaves_the_waiting_task_as_it_was():
     assert ctx.run_task(sf, (HORIZON + 1, 4, 3), {}, 0, False) == 3 ** 4
     assert worker.after == (True, True)         # batches and the clock still on
     assert latent.BATCHES == [] and latent.TAKEN == {}
+
+
+class _PaysBinary(_Worker):
+    """A stand-in that answers the calls thieves took off ``binary_asked`` (taken by
+    a split, or paid to an owed one) as their thief would: ``2 ** depth``."""
+
+    def offer(self, tasks):
+        nest.SPLITTER.setdefault("taken", []).extend(tasks)
+
+    def wait(self, done):
+        from dac.serialize import dumps, loads
+        from dac.task_call import TaskCall
+        results = [(tid, dumps(2 ** TaskCall(*loads(p)).args[0], "a result"))
+                   for tid, p in nest.SPLITTER.get("taken", [])]
+        nest.SPLITTER["ctx"].deliver(results)
+        assert done()
+
+
+def test_once_asked_a_leaf_runs_its_last_entry_with_a_horizon_of_its_own():
+    """After a thief's first request, the deque's last entry runs with its own
+    ``HORIZON`` levels of entries (``_horizon_of_last``), so a thief that asks deep
+    in the run finds whole calls on the deque. Under the task's horizon alone the
+    leaf that ran its last entry held nothing until it ended: the split was owed
+    and paid from a poll's spawns (fib 32 on 2 leaves: 19-30 splits in slow jobs,
+    122-201 ms against 121-136 ms)."""
+    from dac.serialize import loads
+    from dac.stealable import StealableContext
+    from dac.task_call import TaskCall
+    nest.SPLITTER.clear()
+    ctx = nest.SPLITTER["ctx"] = _warm(StealableContext(_PaysBinary()))
+    at = (1, 200)
+    assert ctx.run_task(spawn_function(nest.binary_asked), (10, at), {}, 0, False) \
+        == 1024         # (the thieves' leaves counted in: their results came back)
+    # the first request takes the top band's oldest half (the calls 9 and 8 deep);
+    # the leaf then runs 256 leaves: 64 under its path, 64 in the entry 6 deep, and
+    # the last entry (7 deep) from the 129th: the second request, at the 200th,
+    # takes the oldest half of that entry's own band (before: none, owed, never paid
+    # in this run of plain calls)
+    assert nest.SPLITTER["sizes"] == [2, 2]
+    assert [TaskCall(*loads(p)).args[0] for _, p in nest.SPLITTER["taken"]] == [9, 8, 5, 4]
+    assert ctx.owed == 0 and not ctx.stolen
+
+
+def test_a_sync_that_raises_drops_its_calls_not_yet_started():
+    """A ``sync`` whose call raised leaves its other calls off the deque: the
+    caller catches the exception, and the calls were run at its scope's end, where
+    the other raised again outside the ``try`` (the elision never makes the calls
+    after one that raised)."""
+    from dac.stealable import StealableContext
+    ctx = _warm(StealableContext(_Worker()))
+    assert ctx.run_task(spawn_function(nest.catches_its_sync), (), {}, 0, False) == \
+        "call 2 failed"
+    assert not ctx.deque
+    assert nest.catches_its_sync() == "call 1 failed"         # the elision
