@@ -373,8 +373,8 @@ class StealableContext:
 
     def _wait_for(self, futures: Sequence[Future]) -> None:
         """Run entries here, newest first, until each of ``futures`` is done, or
-        wait for it where a thief took it. Where one raises, the others not yet
-        started are dropped with the ``sync`` (``_drop``)."""
+        wait for it where a thief took it. Where one raises, the others still on
+        the deque run before the exception goes up (``_finish``)."""
         d = self.deque
         try:
             for f in futures:
@@ -383,23 +383,24 @@ class StealableContext:
                         self._run_next()
                     else:                   # split off to another leaf: wait for it
                         self._wait_stolen(futures)
-        except BaseException:
-            self._drop(futures)
+        except Exception:
+            self._finish(futures)
             raise
 
-    def _drop(self, futures: Sequence[Future]) -> None:
-        """A ``sync`` that raises leaves none of its calls on the deque: the elision
-        never makes the calls after the one that raised, and a caller that catches
-        the exception did not have them run at its scope's end, where one raised
-        again outside its ``try`` (a frame at the top of a task, or under its last
-        entry: ``_horizon_of_last``). Those out with thieves are still waited for
-        there: their results come back."""
+    def _finish(self, futures: Sequence[Future]) -> None:
+        """A ``sync`` whose call raised runs its calls still on the deque (their own
+        exceptions dropped: the first goes up), as a ``sync`` of plain Python's
+        calls had run the ones before the call that raised; left there, they ran at
+        the caller's scope end, where one that raised again escaped the caller's
+        ``try`` (a frame at the top of a task, or under its last entry:
+        ``_horizon_of_last``). Those out with thieves are waited for at that end."""
         d = self.deque
-        drop = {id(f) for f in futures if f.__class__ is Entry and f._value is _PENDING}
-        if drop and any(id(e) in drop for e in d):
-            kept = [e for e in d if id(e) not in drop]
-            d.clear()
-            d.extend(kept)
+        for f in futures:
+            while f._value is _PENDING and any(e is f for e in d):
+                try:
+                    self._run_next()
+                except Exception:           # noqa: BLE001 - the first one goes up
+                    pass
 
     def _wait_stolen(self, futures: Sequence[Future]) -> None:
         """Wait for those of ``futures`` not done: the deque is empty, so thieves

@@ -582,16 +582,17 @@ def binary_asked(depth: int, at: tuple) -> int:
 
 
 @spawn
-def fails(k: int) -> int:
+def fails(k: int, log: list) -> int:
+    log.append(k)
     raise ValueError(f"call {k} failed")
 
 
 @spawn
-def catches_its_sync() -> str:
+def catches_its_sync(log: list) -> str:
     """A ``sync`` of two calls that both raise, caught: at the top of a task both are
     entries, and the newest runs first."""
     try:
-        sync(fails(1), fails(2))
+        sync(fails(1, log), fails(2, log))
     except ValueError as e:
         return str(e)
     return "nothing raised"

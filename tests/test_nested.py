@@ -1198,14 +1198,16 @@ def test_once_asked_a_leaf_runs_its_last_entry_with_a_horizon_of_its_own():
     assert ctx.owed == 0 and not ctx.stolen
 
 
-def test_a_sync_that_raises_drops_its_calls_not_yet_started():
-    """A ``sync`` whose call raised leaves its other calls off the deque: the
-    caller catches the exception, and the calls were run at its scope's end, where
-    the other raised again outside the ``try`` (the elision never makes the calls
-    after one that raised)."""
+def test_a_sync_that_raises_runs_its_other_calls_first():
+    """A ``sync`` whose call raised runs its other calls still on the deque before the
+    exception goes up (the first one raised), as plain Python had run the calls
+    before the one that raised. Left on the deque, they ran at the caller's scope
+    end, and one that raised again escaped the caller's ``try``."""
     from dac.stealable import StealableContext
     ctx = _warm(StealableContext(_Worker()))
-    assert ctx.run_task(spawn_function(nest.catches_its_sync), (), {}, 0, False) == \
-        "call 2 failed"
-    assert not ctx.deque
-    assert nest.catches_its_sync() == "call 1 failed"         # the elision
+    log: list = []
+    assert ctx.run_task(spawn_function(nest.catches_its_sync), (log,), {}, 0, False) == \
+        "call 2 failed"                 # (the newest entry runs first)
+    assert log == [2, 1] and not ctx.deque
+    log.clear()
+    assert nest.catches_its_sync(log) == "call 1 failed" and log == [1]   # the elision
