@@ -373,19 +373,19 @@ class StealableContext:
 
     def _wait_for(self, futures: Sequence[Future]) -> None:
         """Run entries here, newest first, until each of ``futures`` is done, or
-        wait for it where a thief took it. Where one raises, the others still on
-        the deque run before the exception goes up (``_finish``)."""
+        wait for it where a thief took it. Where one run here raises, the others
+        still on the deque run before the exception goes up (``_finish``)."""
         d = self.deque
-        try:
-            for f in futures:
-                while f._value is _PENDING:
-                    if d:
+        for f in futures:
+            while f._value is _PENDING:
+                if d:
+                    try:
                         self._run_next()
-                    else:                   # split off to another leaf: wait for it
-                        self._wait_stolen(futures)
-        except Exception:
-            self._finish(futures)
-            raise
+                    except Exception:
+                        self._finish(futures)
+                        raise
+                else:                       # split off to another leaf: wait for it
+                    self._wait_stolen(futures)
 
     def _finish(self, futures: Sequence[Future]) -> None:
         """A ``sync`` whose call raised runs its calls still on the deque (their own
