@@ -438,23 +438,36 @@ class StealableContext:
         d = self.deque
         entry = d.pop()
         sf, args, kwargs = entry._call
-        # (no try/finally: a failure ends the task, and run_task puts the level and
-        # the scope back; inline, not shared with run_here: a frame more per level
-        # made a 900-deep chain of entries overflow the leaf's recursion limit)
+        # (inline, not shared with run_here: a frame more per level made a 900-deep
+        # chain of entries overflow the leaf's recursion limit; the try costs
+        # nothing until something raises)
         saved = self.base
         self.base = base = self.seq
         self.level += 1
-        if d or self.level < self.horizon or not self.asked_for:
+        around = None if d or self.level < self.horizon or not self.asked_for \
+            else self._horizon_of_last()    # the last entry, spawning under the horizon
+        try:
             value = sf.fn(*args, **kwargs) if kwargs else sf.fn(*args)
-        else:                   # the last entry, its spawns under the horizon
-            around = self._horizon_of_last()
-            value = sf.fn(*args, **kwargs) if kwargs else sf.fn(*args)
-            self._horizon_back(around)
-        if (d and d[-1].seq >= base) or self.stolen_top >= base:   # (the usual case:
-            self._drain(base)                                     # no call at all)
+            if around is not None:
+                self._horizon_back(around)
+            if (d and d[-1].seq >= base) or self.stolen_top >= base:   # (the usual
+                self._drain(base)                                     # case: no call)
+        except BaseException:
+            self._unwound(saved, around)
+            raise
         self.base = saved
         self.level -= 1
         entry._value = value
+
+    def _unwound(self, saved: int, around: tuple[int, int] | None) -> None:
+        """An entry's run raised: its scope and level (and a last entry's horizon)
+        are put back, for a caller that catches the exception goes on in its own
+        (a failure that ends the task needs none of it: ``run_task`` puts back
+        what it saved)."""
+        self.base = saved
+        self.level -= 1
+        if around is not None:
+            self._horizon_back(around)
 
     def _horizon_of_last(self) -> tuple[int, int]:
         """Once a thief has asked this leaf for work (``asked_for``), the deque's
@@ -468,9 +481,7 @@ class StealableContext:
         thief until that entry ended: fib 32 on 2 leaves, on a started tree, paid a
         thief's owed split from a poll's spawns deep in the tree again and again
         (19-30 splits in its slow jobs: 122-201 ms against 121-149 ms for
-        ``depth=4``; 119-136 ms with this). A failure in the entry leaves the
-        horizon deeper for the rest of the task (``run_task`` puts it back at its
-        end): more entries, the same answers."""
+        ``depth=4``; 119-136 ms with this)."""
         around = self.top_horizon, self.open_to
         self.top_horizon = self.level + HORIZON
         self.horizon, self.open_to = self.top_horizon, self.level

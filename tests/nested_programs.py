@@ -596,3 +596,15 @@ def catches_its_sync(log: list) -> str:
     except ValueError as e:
         return str(e)
     return "nothing raised"
+
+
+@spawn
+def level_around_a_catch(log: list) -> tuple:
+    """The level and scope of ``SPLITTER["ctx"]`` before and after a caught ``sync``."""
+    ctx = SPLITTER["ctx"]
+    before = (ctx.level, ctx.base)
+    try:
+        sync(fails(1, log), fails(2, log))
+    except ValueError:
+        pass
+    return before, (ctx.level, ctx.base)

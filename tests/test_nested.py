@@ -1211,3 +1211,10 @@ def test_a_sync_that_raises_runs_its_other_calls_first():
     assert log == [2, 1] and not ctx.deque
     log.clear()
     assert nest.catches_its_sync(log) == "call 1 failed" and log == [1]   # the elision
+    # and the frame that caught it goes on at its own level, in its own scope: the
+    # entries that raised left theirs (a level each) to the task's end
+    nest.SPLITTER.clear()
+    ctx = nest.SPLITTER["ctx"] = _warm(StealableContext(_Worker()))
+    before, after = ctx.run_task(spawn_function(nest.level_around_a_catch), (log,), {},
+                                 0, False)
+    assert after == before
