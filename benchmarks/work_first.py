@@ -377,7 +377,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{'ceiling':>9s}{'of ceiling':>12s}{'whole/plain':>13s}{'promoted/s':>12s}"
           + (f"{'default/tuned':>15s}" if args.tuned else ""))
     results, failed = [], False
-    warm = dict(zip(progs, (e[1] for e in programs(True).values())))
+    # the tuned runs' first jobs: the programs at their --quick sizes
+    warm = dict(zip(progs, (e[1] for e in programs(True).values()))) if args.tuned \
+        else dict.fromkeys(progs, ())
     if args.only:
         progs = {k: v for k, v in progs.items() if k.startswith(args.only)}
     for name, entry in progs.items():

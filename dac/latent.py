@@ -51,7 +51,7 @@ BATCHES: list[tuple[Iterator, tuple, tuple]] = []
 # 0 for none; ``StealableContext.run_task``)
 LEAF = False
 ON = 0
-_push, _pop = BATCHES.append, BATCHES.pop
+_pop = BATCHES.pop
 # id(iterator) of a batch -> (the leaf's context, the entries of its items taken)
 TAKEN: dict[int, tuple[StealableContext, list[Entry]]] = {}
 
