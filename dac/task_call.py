@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stealing.tree.tasks import Blob, TaskId
 
-from .serialize import dumps, dumps_payload, loads
+from .serialize import dumps_payload, loads
 
 if TYPE_CHECKING:
     from .spawn import SpawnFunction
@@ -71,8 +71,11 @@ def read(payload: Blob) -> TaskCall:
 
 
 def write(call: TaskCall, what: Any) -> Blob:
-    """The payload of ``call``; ``what`` describes it if pickling fails."""
-    return dumps(call.wire(), what)
+    """The payload of ``call``; ``what`` describes it if pickling fails. Objects among
+    its arguments travel as ``dumps_payload`` sends them (``dac.object_state``); the
+    script's objects they name are in the job's table already."""
+    values = (*call.args, *call.kwargs.values()) if call.kwargs else call.args
+    return dumps_payload(call.wire(), what, values)[0]
 
 
 def write_noting(call: TaskCall, what: Any,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dac import spawn, sync
+from dac import object_state, spawn, sync
 
 
 @spawn(depth=0)
@@ -168,6 +168,28 @@ def plain_shapes(depth: int):
         return 1
     return Pair((plain_shapes(depth - 1), f"level {depth}"),
                 (list(range(depth)), {"depth": depth, "half": depth / 2}))
+
+
+@dataclass(frozen=True)
+class Knobs:
+    ms: float
+    label: str = "knobs"
+
+
+@spawn(depth=0)
+def knob_tree(depth: int, knobs: Knobs) -> tuple:
+    """(nodes, nodes whose ``knobs`` kept its inline values before their spawns,
+    ... after their sync) of a binary tree of naps, each node passing on the object
+    it was given (``dac.object_state``: a task's argument, and the sender's object
+    once it sent a copy to a thief)."""
+    time.sleep(knobs.ms / 1000.0)
+    before = int(object_state.has_inline_values(knobs))
+    if depth == 0:
+        return 1, before, before
+    (n1, b1, a1), (n2, b2, a2) = sync(knob_tree(depth - 1, knobs),
+                                      knob_tree(depth - 1, knobs))
+    after = int(object_state.has_inline_values(knobs))
+    return 1 + n1 + n2, before + b1 + b2, after + a1 + a2
 
 
 class Boom(ValueError):
