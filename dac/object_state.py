@@ -5,7 +5,8 @@ object, and their specialized bytecodes (a method call, an attribute read) work 
 while the object has no ``__dict__`` made for it. Pickle makes one at both ends: the
 sender reads ``obj.__dict__`` for the state, the receiver fills ``obj.__dict__`` in
 its ``BUILD``. From then on every method call on the object takes the generic path:
-40 ns against 28 ns a call here, and UTS T3, whose nodes call two methods of the tree
+40 ns against 28 ns a call on 3.11 here, 65 ns against 29 on 3.12 (3.13: 26 either
+way), and UTS T3, whose nodes call two methods of the tree
 object every task receives, spent 5-8% more CPU in a leaf than in its elision
 (``perf``: ``_PyObject_GenericGetAttrWithDict``, absent from the elision's profile).
 
