@@ -45,6 +45,17 @@ def import_path_kept():
     assert after == before, f"the test changed sys.path: {after[:4]} (was {before[:4]})"
 
 
+@pytest.fixture(autouse=True)
+def recursion_limit_kept():
+    """A test leaves the recursion limit as it found it: a program may raise it for
+    itself (``examples/uts.py`` does, for its deep trees), and the tests of dac's own
+    limit (``tests/test_serial.py``) read the interpreter's default; run after
+    ``tests/test_uts.py`` in one process, they failed."""
+    before = sys.getrecursionlimit()
+    yield
+    sys.setrecursionlimit(before)
+
+
 @pytest.fixture
 def no_spawning(monkeypatch):
     """Makes any attempt to spawn a dac process fail the test."""
