@@ -132,6 +132,66 @@ def test_a_clone_is_found_in_its_modules_tree_without_the_tokenizer(tmp_path,
     assert module.f(4) == 8
 
 
+def _module_of(tmp_path, name, text):
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _count_whole_parses(monkeypatch):
+    """How many times the clone parsed a whole module (a list that grows)."""
+    calls = []
+    whole = clone._module_tree
+
+    def counted(fn):
+        calls.append(fn.__name__)
+        return whole(fn)
+    monkeypatch.setattr(clone, "_module_tree", counted)
+    return calls
+
+
+def test_a_clone_is_written_from_the_functions_own_lines(tmp_path, monkeypatch):
+    """Parsing the whole module cost a leaf 3-4 ms a function at its first job (a
+    450-line module): the function's own lines and the module's import lines do,
+    indented under an ``if`` and decorated too, with its lines where they are in the
+    file (a traceback through the clone names them)."""
+    whole = _count_whole_parses(monkeypatch)
+    module = _module_of(tmp_path, "own_lines", _PLACES)
+    sf = spawn_function(module.f)
+    written = clone._write(sf, register=False)
+    assert whole == []
+    assert written.__code__.co_firstlineno == 17
+    assert module.f(5) == 10
+    fails = _module_of(tmp_path, "fails_at", _CHAIN.replace(
+        "    return 0 if n == 0 else sync(f(n - 1)) + 1\n",
+        "    if n == 0:\n        raise ValueError(n)\n"
+        "    return sync(f(n - 1)) + 1\n"))
+    with pytest.raises(ValueError) as caught:
+        fails.f(3)
+    assert caught.traceback[-1].lineno + 1 == 6        # (pytest counts from 0)
+    assert whole == []
+
+
+_TRY_IMPORT = ("import sys\ntry: import json as js\nexcept ImportError: js = None\n"
+               "from dac import spawn, sync\n\n@spawn\ndef f(n):\n"
+               "    return 0 if n == 0 else sync(f(n - 1)) + len(js.dumps(n))\n")
+
+
+def test_an_import_its_lines_miss_makes_the_clone_parse_the_whole_module(
+        tmp_path, monkeypatch):
+    """``try: import json as js`` on one line is no import line: ``js.dumps(n)``
+    then compiles otherwise than in the module (a method call, not an attribute
+    and a call), the check fails, and the whole module is parsed, which finds it."""
+    whole = _count_whole_parses(monkeypatch)
+    module = _module_of(tmp_path, "try_import", _TRY_IMPORT)
+    assert clone.why(spawn_function(module.f)) == ""
+    assert whole == ["f"]
+    assert module.f(3) == 3
+
+
 def test_leaves_run_the_clone_below_the_horizon_and_thieves_still_get_work():
     """On 2 leaves the tree's bottom runs in clones on the leaves (the top levels of
     each task are deque entries, and a wake routes one spawn through the leaf's
