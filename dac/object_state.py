@@ -51,7 +51,8 @@ _set = object.__setattr__
 _get = object.__getattribute__
 _intern = sys.intern
 
-# per class: the names of its data descriptors, or None where it does not qualify
+# per class: the names of its data descriptors (``object``'s ``__class__`` among
+# them), or None where it does not qualify
 _FIT: weakref.WeakKeyDictionary[type, frozenset[str] | None] = weakref.WeakKeyDictionary()
 # per class: the attribute names of the last object of it sent or received
 _NAMES: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
@@ -69,8 +70,8 @@ def reduce(obj: Any) -> Any:
             _NAMES[cls] = _field_names(cls)
     if guarded is None:
         return NotImplemented
-    state = _read(obj, cls)
-    if state is None or (guarded and not guarded.isdisjoint(state)):
+    state = _read(obj, cls, guarded)
+    if state is None or not guarded.isdisjoint(state):
         return NotImplemented
     return _NEWOBJ, (cls,), state, None, None, restore
 
@@ -97,12 +98,13 @@ def has_inline_values(obj: Any) -> bool:
     return True
 
 
-def _read(obj: Any, cls: type) -> dict[str, Any] | None:
+def _read(obj: Any, cls: type, guarded: frozenset[str]) -> dict[str, Any] | None:
     """``obj``'s attributes by their names where the class's known names are all of
     them (see the module's docstring), else its ``__dict__`` (made if it was not);
-    None where a key is not a string."""
+    None where a key is not a string. A known name that a data descriptor of the
+    class holds is not read (its getter would run)."""
     names = _NAMES.get(cls)
-    if names is not None:
+    if names is not None and guarded.isdisjoint(names):
         try:
             values = [_get(obj, name) for name in names]
         except AttributeError:
@@ -146,5 +148,5 @@ def _fit(cls: type) -> frozenset[str] | None:
             getattr(cls, "__getstate__", None) is not getattr(object, "__getstate__", None) \
             or any(hasattr(cls, hook) for hook in _OWN_HOOKS):
         return None
-    return frozenset(name for c in mro if c is not object for name, v in vars(c).items()
+    return frozenset(name for c in mro for name, v in vars(c).items()   # (__class__ too)
                      if hasattr(type(v), "__set__") or hasattr(type(v), "__delete__"))

@@ -39,7 +39,9 @@ def definition(fn: FunctionType, lines: list[str]) -> ast.FunctionDef | None:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return None
-    body = tree.body[0].body if indented and isinstance(tree.body[0], ast.If) else tree.body
+    body = tree.body
+    if indented and len(body) == 1 and isinstance(body[0], ast.If):
+        body = body[0].body
     node = body[0] if len(body) == 1 else None
     if not isinstance(node, ast.FunctionDef) or node.name != fn.__name__:
         return None

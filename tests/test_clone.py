@@ -175,6 +175,16 @@ def test_a_clone_is_written_from_the_functions_own_lines(tmp_path, monkeypatch):
     assert whole == []
 
 
+def test_lines_that_are_no_longer_its_definition_give_none():
+    """A file edited since (comments where the ``def`` was, or its lines gone): no
+    definition from its lines, and the clone falls back as before."""
+    from dac import source_lines
+    fn = spawn_function(cp.fib).fn
+    assert source_lines.definition(fn, ["# nothing here\n"] * 200) is None
+    assert source_lines.definition(fn, ["    # indented\n"] * 200) is None
+    assert source_lines.definition(fn, []) is None
+
+
 _TRY_IMPORT = ("import sys\ntry: import json as js\nexcept ImportError: js = None\n"
                "from dac import spawn, sync\n\n@spawn\ndef f(n):\n"
                "    return 0 if n == 0 else sync(f(n - 1)) + len(js.dumps(n))\n")

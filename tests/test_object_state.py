@@ -163,6 +163,10 @@ def test_classes_that_pickle_their_own_way_are_left_to_pickle():
     g.__dict__["x"] = 9
     assert object_state.reduce(g) is NotImplemented
     assert travel(g).x == 9
+    odd = Plain(1, [])
+    odd.__dict__["__class__"] = "a key, not the class"
+    assert object_state.reduce(odd) is NotImplemented
+    assert type(travel(odd)) is Plain
     assert object_state.reduce(OwnState()) is NotImplemented
     assert travel(OwnState()).v == 4
     for value in (Slotted(), Listed([1]), ValueError("e"), 3.5j):
