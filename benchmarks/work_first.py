@@ -27,7 +27,10 @@ CPython's frame chunks; ``stealing.host.stack``)
               others take to start, which the root's expansion of ``depth=`` made
               longer (fib 32: the leaves READY 5-20 ms apart against 1-4 ms with
               the default), so the fresh figures put the default at 1.19-1.23x
-              ``depth=6`` where on started trees the two took 129 and 130 ms
+              ``depth=6`` where on started trees the two took 129 and 130 ms.
+              They run after every program's other figures (``measure_tuned``): a
+              root holding a ``depth=`` expansion left the process slower in the
+              next programs' own runs
 
 and per program its *ceiling*: two copies of the program's own elision run side by side
 (forked processes started together, each calling it for a second or more) against one
@@ -292,14 +295,12 @@ def on_started_tree(sf, args, warm_args, procs: int, **options) -> dac.RunReport
 
 
 def measure(name: str, entry: tuple, procs: int, repeat: int,
-            tuned: list[int], copy_s: float = COPY_S, warm_args: tuple = ()) -> dict:
+            copy_s: float = COPY_S) -> dict:
+    """The program's row, all but the tuned runs (``measure_tuned``)."""
     sf, args, plain, spawns = entry
     rows: dict[str, list[float]] = {"plain": [], "elision": [], "alone": [], "pair": [],
                                     "whole": [], "compute": [], "leaves_cpu": [],
                                     "promoted": []}
-    rows.update({f"depth={d}": [] for d in tuned})
-    if tuned:
-        rows["started"] = []
     want = None
     wrong = []
     for _ in range(repeat):
@@ -319,18 +320,13 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
         rows["leaves_cpu"].append(leaves_cpu(report))
         rows["promoted"].append(report.stats["split_given"])
         wrong += [("dac", report.result)] if report.result != want else []
-        for key, options in ([("started", {})] if tuned else []) + [
-                (f"depth={d}", {"depth": d}) for d in tuned]:
-            report = on_started_tree(sf, args, warm_args, procs, **options)
-            rows[key].append(report.elapsed_s)
-            wrong += [(key, report.result)] if report.result != want else []
     leaf_s, got = timed(in_leaf, sf, args)
     wrong += [("leaf", got)] if got != want else []
     promoted = rows.pop("promoted")             # (counts: spawns handed to thieves)
     promotions = [n / t for n, t in zip(promoted, rows["compute"])]
     best = {k: min(v) for k, v in rows.items()}
     top = 2 * best["alone"] / best["pair"]
-    r = {"program": name, "spawns": spawns, "answer": repr(want), "wrong": repr(wrong),
+    r = {"program": name, "spawns": spawns, "answer": repr(want), "wrong": wrong,
          "seconds": {k: [round(x, 4) for x in v] for k, v in rows.items()},
          "leaf_s": round(leaf_s, 4),
          "spawn_ns": round((best["elision"] - best["plain"]) / max(1, spawns) * 1e9),
@@ -347,17 +343,38 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
                                    round(max(rows["elision"]) / min(rows["compute"]), 3)],
          "promoted": promoted,
          "promotions_per_s": [round(min(promotions)), round(max(promotions))]}
-    if tuned:
-        # medians, not the best of each: the best of all the tuned runs (a few
-        # repetitions of each of several depths) is the luckiest of many more runs
-        # than the default's best
-        median = {k: statistics.median(v) for k, v in rows.items()}
-        depth = min(tuned, key=lambda d: median[f"depth={d}"])
-        r["best_depth"] = depth
-        r["default_over_tuned"] = round(median["started"] / median[f"depth={depth}"], 3)
-        r["default_over_tuned_best"] = round(
-            best["started"] / min(best[f"depth={d}"] for d in tuned), 3)
+    r["_want"] = want
     return r
+
+
+def measure_tuned(r: dict, entry: tuple, procs: int, repeat: int, tuned: list[int],
+                  warm_args: tuple) -> None:
+    """The default and each ``depth=`` on started trees, into ``r`` (see the module's
+    docstring), after every program's other figures: a started tree's root holding
+    a ``depth=`` expansion (millions of tasks for Langford 12 at depth 6) left this
+    process slower in the next programs' in-process and forked runs (UTS T3's
+    copies of the ceiling 7.1-7.6 s against its elision's 4.5-4.7 s)."""
+    sf, args = entry[0], entry[1]
+    want = r.pop("_want")
+    rows: dict[str, list[float]] = {"started": [], **{f"depth={d}": [] for d in tuned}}
+    wrong: list = []
+    for _ in range(repeat):
+        for key, options in [("started", {})] + [(f"depth={d}", {"depth": d})
+                                                 for d in tuned]:
+            report = on_started_tree(sf, args, warm_args, procs, **options)
+            rows[key].append(report.elapsed_s)
+            wrong += [(key, report.result)] if report.result != want else []
+    r["seconds"].update({k: [round(x, 4) for x in v] for k, v in rows.items()})
+    r["wrong"] += wrong
+    # medians, not the best of each: the best of all the tuned runs (a few
+    # repetitions of each of several depths) is the luckiest of many more runs
+    # than the default's best
+    median = {k: statistics.median(v) for k, v in rows.items()}
+    depth = min(tuned, key=lambda d: median[f"depth={d}"])
+    r["best_depth"] = depth
+    r["default_over_tuned"] = round(median["started"] / median[f"depth={depth}"], 3)
+    r["default_over_tuned_best"] = round(
+        min(rows["started"]) / min(min(rows[f"depth={d}"]) for d in tuned), 3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -383,9 +400,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         progs = {k: v for k, v in progs.items() if k.startswith(args.only)}
     for name, entry in progs.items():
-        r = measure(name, entry, args.procs, args.repeat, args.tuned,
-                    QUICK_COPY_S if args.quick else COPY_S, warm[name])
-        results.append(r)
+        results.append(measure(name, entry, args.procs, args.repeat,
+                               QUICK_COPY_S if args.quick else COPY_S))
+    for r, (name, entry) in zip(results, progs.items()):
+        if args.tuned:
+            measure_tuned(r, entry, args.procs, args.repeat, args.tuned, warm[name])
+        r.pop("_want", None)
+        r["wrong"] = repr(r["wrong"])
         failed |= r["wrong"] != "[]"
         tuned = f"{r['default_over_tuned']:>9.2f} (d={r['best_depth']})" \
             if args.tuned else ""
