@@ -343,7 +343,6 @@ def measure(name: str, entry: tuple, procs: int, repeat: int,
                                    round(max(rows["elision"]) / min(rows["compute"]), 3)],
          "promoted": promoted,
          "promotions_per_s": [round(min(promotions)), round(max(promotions))]}
-    r["_want"] = want
     return r
 
 
@@ -355,7 +354,6 @@ def measure_tuned(r: dict, entry: tuple, procs: int, repeat: int, tuned: list[in
     process slower in the next programs' in-process and forked runs (UTS T3's
     copies of the ceiling 7.1-7.6 s against its elision's 4.5-4.7 s)."""
     sf, args = entry[0], entry[1]
-    want = r.pop("_want")
     rows: dict[str, list[float]] = {"started": [], **{f"depth={d}": [] for d in tuned}}
     wrong: list = []
     for _ in range(repeat):
@@ -363,7 +361,8 @@ def measure_tuned(r: dict, entry: tuple, procs: int, repeat: int, tuned: list[in
                                                  for d in tuned]:
             report = on_started_tree(sf, args, warm_args, procs, **options)
             rows[key].append(report.elapsed_s)
-            wrong += [(key, report.result)] if report.result != want else []
+            wrong += [(key, report.result)] if repr(report.result) != r["answer"] \
+                else []
     # (to the microsecond: a --quick job lasts 1-5 ms, and a ratio of two rounded to
     # 0.1 ms was off by up to 7%, where the test allows 3%)
     r["seconds"].update({k: [round(x, 6) for x in v] for k, v in rows.items()})
@@ -407,7 +406,6 @@ def main(argv: list[str] | None = None) -> int:
     for r, (name, entry) in zip(results, progs.items()):
         if args.tuned:
             measure_tuned(r, entry, args.procs, args.repeat, args.tuned, warm[name])
-        r.pop("_want", None)
         r["wrong"] = repr(r["wrong"])
         failed |= r["wrong"] != "[]"
         tuned = f"{r['default_over_tuned']:>9.2f} (d={r['best_depth']})" \

@@ -74,8 +74,7 @@ def write(call: TaskCall, what: Any) -> Blob:
     """The payload of ``call``; ``what`` describes it if pickling fails. Objects among
     its arguments travel as ``dumps_payload`` sends them (``dac.object_state``); the
     script's objects they name are in the job's table already."""
-    values = (*call.args, *call.kwargs.values()) if call.kwargs else call.args
-    return dumps_payload(call.wire(), what, values)[0]
+    return write_noting(call, what, False)[0]
 
 
 def write_noting(call: TaskCall, what: Any,
