@@ -6,9 +6,10 @@ dac does the same where a call runs at once (the serial elision, and a leaf's ta
 below its horizon): ``@spawn``'s function runs the fast clone, written here from the
 body's source, in which a spawn of the function itself is a plain call that returns
 its value and ``sync`` is gone (``sync(a, b)`` is ``(a, b)``, ``sync(kids)`` is
-``[*kids]``, ``sync()`` is ``None``). Under it a recursion costs what plain Python
-costs: no context read, no future, no ``sync`` call per node (the spawn's fast path
-cost 244-745 ns over a plain call, and the elision of fib 7x plain Python).
+``[*kids]``, or ``kids`` where no copy can be told apart, ``sync()`` is ``None``).
+Under it a recursion costs what plain Python costs: no context read, no future, no
+``sync`` call per node (the spawn's fast path cost 244-745 ns over a plain call, and
+the elision of fib 7x plain Python).
 
 A clone's frames must still let a leaf's thieves in. Its spawns call the function in
 a global of the body's module (``_dac_clone_<name>_<n>``, the *slot*), not the clone
@@ -41,7 +42,6 @@ import copy
 import inspect
 import itertools
 import linecache
-import threading
 import weakref
 from collections.abc import Iterator
 from types import CodeType, FunctionType
@@ -122,37 +122,57 @@ def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
 
 
 # A comprehension of spawns in a clone (``_Replace.visit_ListComp``): in a leaf's task,
-# in its thread (``ON``: another thread's batches would interleave with the task's on
-# the one stack), a list of its items whose iterator it runs over, pushed on the batches
-# with the locals its calls read and what a thief needs (``KNOWN``), popped at its end
-# where nothing was taken from it and no exception left a batch above it (else
-# ``dac.latent.end``); elsewhere its iterator alone. Whether it was pushed is kept
-# (``_dac_on_K``) for its end: ``ON`` may change meanwhile. The stack's list and the taken
-# dict are never rebound, so the module's globals name them.
+# in its thread (``dac.latent.on``: another thread's batches would interleave with the
+# task's on the one stack), a list of its items whose iterator it runs over, pushed
+# on the batches in a record with the locals its calls read and what a thief needs
+# (``KNOWN``), popped at its end, where the record popped is its own unless a thief
+# took from it or an exception left a batch above it (then ``dac.latent.end``);
+# elsewhere its items alone. The record (None: not pushed) is kept for its end:
+# ``on`` may change meanwhile. ``push(...) or ...``: a push returns None, and the
+# comprehension's list is never None. The stack's list is never rebound, so the
+# module's globals name its methods. About 250 ns a comprehension over its
+# elision's (8 calls; 365 ns as a tuple of three steps that compared thread idents
+# and read the list's last record before popping it).
 _BATCH = """(
-    (_dac_push(((_dac_it_K := _dac_iter([*ITEMS])), VALUES, KNOWN))
-     if (_dac_on_K := _dac_latent.ON == _dac_thread()) else (_dac_it_K := _dac_iter(ITEMS))),
-    (_dac_out_K := COMP),
-    _dac_out_K if not _dac_on_K else
-    (_dac_pop(), _dac_out_K)[1]
-    if _dac_batches and _dac_batches[-1][0] is _dac_it_K and not _dac_taken
-    else _dac_end(_dac_it_K, _dac_out_K))[2]"""
+    (_dac_push(_dac_rec_K := (_dac_iter([*ITEMS]), KNOWN, VALUES)) if _dac_on()
+     else (_dac_rec_K := None))
+    or (_dac_out_K if (_dac_out_K := COMP) is not None
+        and (_dac_rec_K is None or (_dac_popped_K := _dac_pop()) is _dac_rec_K)
+        else _dac_end(_dac_rec_K, _dac_popped_K, _dac_out_K)))"""
+# what a batch's comprehension runs over: its record's iterator, else its items
+_BATCH_ITEMS = "(_dac_rec_K[0] if _dac_rec_K is not None else ITEMS)"
 
 
-def _batch_expression(k: int) -> ast.expr:
-    """``_BATCH`` for the ``k``-th comprehension of a clone (its names numbered)."""
-    tree = ast.parse(_BATCH.replace("_K", f"_{k}"), mode="eval")
+def _batch_expression(k: int, template: str = _BATCH) -> ast.expr:
+    """``_BATCH`` (or another template) for the ``k``-th comprehension of a clone
+    (its names numbered)."""
+    tree = ast.parse(template.replace("_K", f"_{k}"), mode="eval")
     return tree.body
 
 
 class _Fill(ast.NodeTransformer):
-    """``_BATCH``'s place-holders (``ITEMS``, ``COMP``, ...) replaced by nodes."""
+    """``_BATCH``'s place-holders (``ITEMS``, ``COMP``, ...) replaced by nodes; a
+    tuple's ``VALUES`` by its list of nodes, spliced in (a record is one flat tuple:
+    a second one for the locals' values cost a batch 200-300 instructions)."""
 
-    def __init__(self, parts: dict[str, ast.expr]) -> None:
+    def __init__(self, parts: dict[str, Any]) -> None:
         self.parts = parts
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
-        return self.parts.get(node.id, node)
+        part = self.parts.get(node.id, node)
+        assert isinstance(part, ast.AST)
+        return part
+
+    def visit_Tuple(self, node: ast.Tuple) -> ast.AST:
+        elts: list[ast.expr] = []
+        for e in node.elts:
+            part = self.parts.get(e.id) if isinstance(e, ast.Name) else None
+            if isinstance(part, list):
+                elts += part
+            else:
+                elts.append(self.visit(e))
+        node.elts = elts
+        return node
 
 
 def _batches(made: list[tuple[str, ast.FunctionDef, bool]], fn: FunctionType,
@@ -165,9 +185,7 @@ def _batches(made: list[tuple[str, ast.FunctionDef, bool]], fn: FunctionType,
     space = fn.__globals__
     if made:
         space.update(_dac_push=latent.BATCHES.append, _dac_pop=latent.BATCHES.pop,
-                     _dac_batches=latent.BATCHES, _dac_taken=latent.TAKEN,
-                     _dac_iter=iter, _dac_latent=latent, _dac_end=latent.end,
-                     _dac_thread=threading.get_ident)
+                     _dac_iter=iter, _dac_on=latent.on, _dac_end=latent.end)
     for name, make, unpack in made:
         module = ast.fix_missing_locations(ast.Module(body=[make], type_ignores=[]))
         defined: dict[str, Any] = {}
@@ -561,6 +579,22 @@ class _Rewrite:
         return "other"
 
 
+def _needs_no_copy(call: ast.Call, loop: ast.AST | None = None) -> bool:
+    """``sync(kids)`` whose list of values may be ``kids`` itself rather than a copy
+    (``[*kids]``, 40-100 ns): ``kids`` a list made there (``sync([f(x) for x in
+    xs])``), or a name that a ``for`` loop (``loop``, where given) runs over and its
+    body does not name (nothing appends to the list while the loop reads it)."""
+    if len(call.args) != 1 or call.keywords:
+        return False
+    arg = call.args[0]
+    if isinstance(arg, (ast.List, ast.ListComp)):
+        return True
+    return isinstance(arg, ast.Name) and isinstance(loop, ast.For) and \
+        loop.iter is call and not any(
+            isinstance(n, ast.Name) and n.id == arg.id
+            for part in (*loop.body, *loop.orelse) for n in ast.walk(part))
+
+
 def _target_names(target: ast.AST) -> list[str]:
     """The names a comprehension's target binds: one name, or a flat tuple of them."""
     if isinstance(target, ast.Name):
@@ -593,6 +627,7 @@ class _Replace(ast.NodeTransformer):
         self.syncs: dict[int, list[str]] = {}
         self.results: set[int] = set()  # ``x.result()`` of a future: ``x``
         self.batches: set[int] = set()  # ``[f(...) for ...]``: latent calls
+        self.as_is: set[int] = set()    # ``sync(kids)`` that needs no copy: ``kids``
         # (the name of what a thief needs, the function making a taken item's
         # arguments, whether the comprehension's target is a tuple) of each batch
         self.made: list[tuple[str, ast.FunctionDef, bool]] = []
@@ -610,6 +645,9 @@ class _Replace(ast.NodeTransformer):
                 self.results.add(id(n))
             elif isinstance(n, ast.ListComp) and f.batch is not None and f.latent(n):
                 self.batches.add(id(n))
+            if isinstance(n, ast.Call) and f._is_sync(n.func) and \
+                    _needs_no_copy(n, f.parent.get(n)):
+                self.as_is.add(id(n))
         node.body = [self.visit(s) for s in node.body]
         return node
 
@@ -638,9 +676,10 @@ class _Replace(ast.NodeTransformer):
         self.made.append((known, ast.copy_location(make, node),
                           isinstance(loop.target, ast.Tuple)))
         items = loop.iter
-        loop.iter = ast.Name(f"_dac_it_{k}", ast.Load())
+        loop.iter = _Fill({"ITEMS": copy.deepcopy(items)}).visit(
+            _batch_expression(k, _BATCH_ITEMS))
         parts = {"ITEMS": items, "COMP": node, "KNOWN": ast.Name(known, ast.Load()),
-                 "VALUES": ast.Tuple([ast.Name(u, ast.Load()) for u in used], ast.Load())}
+                 "VALUES": [ast.Name(u, ast.Load()) for u in used]}
         return ast.copy_location(_Fill(parts).visit(_batch_expression(k)), node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -655,6 +694,8 @@ class _Replace(ast.NodeTransformer):
             return node
         if not kinds:
             value: ast.expr = ast.Constant(None)
+        elif kinds == ["many"] and id(node) in self.as_is:
+            value = node.args[0]
         elif kinds == ["many"]:
             value = ast.List([ast.Starred(node.args[0], ast.Load())], ast.Load())
         elif len(kinds) == 1:

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -651,7 +650,7 @@ class StealableContext:
                  self.serial, self.horizon, self.top_horizon, self.open_to,
                  len(latent.BATCHES))
         outer = saved[0] is not self        # not a task run while another one waits
-        latent.ON = threading.get_ident()   # (its clones' comprehensions: batches)
+        latent.turn(True)                   # (its clones' comprehensions: batches)
         sf.ready()                          # (its clone written before the clock runs)
         if outer and ticker.start(          # (armed by _place_horizon below)
                 self._tick, POLL_S, getattr(self.worker, "ring_fd", None), SLOW_TICK_S,
@@ -700,7 +699,7 @@ class StealableContext:
         if not outer:
             self._place_horizon()
         else:
-            latent.ON = 0
+            latent.turn(False)
             if self.below is not self:
                 ticker.stop()
                 self.below = self
@@ -830,7 +829,7 @@ class StealableContext:
                 break
             entry = _new_entry(Entry)
             entry._value = _PENDING
-            entry._call = (rec[2][0], args, {})
+            entry._call = (rec[1][0], args, {})
             entry.seq = entry.level = -1    # (no scope waits for it: its batch does)
             task = self._as_task(entry)
             if task is None:

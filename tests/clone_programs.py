@@ -223,3 +223,32 @@ def in_a_thread(n: int, seen: list) -> int:
     thread.start()
     thread.join()
     return out[0]
+
+
+@spawn
+def appends_while_looping(n: int) -> int:
+    """How many values the loop over ``sync(kids)`` sees at each level (2), while its
+    body spawns more into ``kids``: the loop runs over the values ``sync`` returned,
+    not the list the body grows (a clone that ran over ``kids`` itself would not
+    end)."""
+    if n == 0:
+        return 1
+    kids = [appends_while_looping(n - 1) for _ in range(2)]
+    seen = 0
+    for _value in sync(kids):
+        seen += 1
+        kids.append(appends_while_looping(0))
+    return seen
+
+
+@spawn
+def sums_over_kids(n: int) -> int:
+    """``2 ** n`` by a loop over ``sync(kids)`` whose body does not name ``kids``
+    (the clone runs over ``kids`` itself, with no copy)."""
+    if n == 0:
+        return 1
+    kids = [sums_over_kids(n - 1) for _ in range(2)]
+    total = 0
+    for value in sync(kids):
+        total += value
+    return total

@@ -2,6 +2,7 @@
 run where calls run at once (the serial elision, a leaf's task below its horizon);
 what it refuses; and that a leaf's thieves still get work from under it."""
 
+import dis
 import importlib.util
 import linecache
 import sys
@@ -352,6 +353,23 @@ def _batched(fn) -> bool:
     return "_dac_push" in clone.of(spawn_function(fn)).__code__.co_names
 
 
+def test_sync_gives_a_list_made_for_it_or_a_loop_that_leaves_it_alone_as_is():
+    """``sync(kids)`` in a clone is ``[*kids]`` (``sync`` returns a new list), except
+    where no copy can be told apart: a list made in its call, or ``for x in
+    sync(kids)`` whose body does not name ``kids``. A body that spawns into
+    ``kids`` still loops over the values ``sync`` gave."""
+    for fn in (cp.appends_while_looping, cp.sums_over_kids):
+        assert clone.why(spawn_function(fn)) == ""
+    assert cp.appends_while_looping(4) == 2
+    assert cp.sums_over_kids(6) == 64
+    # the copy (``[*kids]``: a LIST_EXTEND) is gone where nothing can tell: the two
+    # bodies differ by it alone (their comprehensions are alike in or out of a leaf)
+    def extends(fn):
+        code = clone.of(spawn_function(fn)).__code__
+        return [i.opname for i in dis.get_instructions(code)].count("LIST_EXTEND")
+    assert extends(cp.appends_while_looping) == extends(cp.sums_over_kids) + 1
+
+
 def test_a_comprehension_of_spawns_is_a_batch_in_a_leafs_clone(monkeypatch):
     """A list comprehension of spawns in a leaf's clone runs over a batch a thief can
     take its unstarted items from (``dac.latent``): a name or a tuple of names as its
@@ -383,7 +401,7 @@ def test_a_batch_an_exception_left_is_dropped_when_one_below_it_ends():
     # the top 4 levels' spawns are deque entries (their bodies make no batch); the
     # clones below: the batches of 3, 2 and 1 at the first catch, then 2 and 1 again
     assert seen == [3, 5] * 32       # (in each of the 32 calls of 3)
-    assert latent.BATCHES == [] and latent.ON == 0
+    assert latent.BATCHES == [] and latent.on() is False
 
 
 def test_only_the_thread_of_a_leafs_task_makes_batches():
@@ -401,4 +419,4 @@ def test_only_the_thread_of_a_leafs_task_makes_batches():
     task = spawn_function(dac.spawn(cp.in_a_thread))
     assert ctx.run_task(task, (8, seen), {}, 0, False) == 256
     assert len(seen) == 256 and set(seen) == {0}
-    assert latent.BATCHES == [] and latent.ON == 0
+    assert latent.BATCHES == [] and latent.on() is False
