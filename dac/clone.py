@@ -127,26 +127,24 @@ def _write(sf: SpawnFunction, register: bool = True) -> FunctionType:
 # on the batches in a record with the locals its calls read and what a thief needs
 # (``KNOWN``), popped at its end, where the record popped is its own unless a thief
 # took from it or an exception left a batch above it (then ``dac.latent.end``);
-# elsewhere its items alone. The record (None: not pushed) is kept for its end:
-# ``on`` may change meanwhile. ``push(...) or ...``: a push returns None, and the
-# comprehension's list is never None. The stack's list is never rebound, so the
+# elsewhere its items alone (``_dac_it_K``: what the comprehension runs over). The
+# record (None: not pushed) is kept for its end: ``on`` may change meanwhile.
+# ``push(...) or ...``: a push returns None, and the comprehension's list is never
+# None. The stack's list is never rebound, so the
 # module's globals name its methods. About 250 ns a comprehension over its
 # elision's (8 calls; 365 ns as a tuple of three steps that compared thread idents
 # and read the list's last record before popping it).
 _BATCH = """(
-    (_dac_push(_dac_rec_K := (_dac_iter([*ITEMS]), KNOWN, VALUES)) if _dac_on()
-     else (_dac_rec_K := None))
+    (_dac_push(_dac_rec_K := ((_dac_it_K := _dac_iter([*ITEMS])), KNOWN, VALUES))
+     if _dac_on() else ((_dac_rec_K := None), (_dac_it_K := ITEMS))[0])
     or (_dac_out_K if (_dac_out_K := COMP) is not None
         and (_dac_rec_K is None or (_dac_popped_K := _dac_pop()) is _dac_rec_K)
         else _dac_end(_dac_rec_K, _dac_popped_K, _dac_out_K)))"""
-# what a batch's comprehension runs over: its record's iterator, else its items
-_BATCH_ITEMS = "(_dac_rec_K[0] if _dac_rec_K is not None else ITEMS)"
 
 
-def _batch_expression(k: int, template: str = _BATCH) -> ast.expr:
-    """``_BATCH`` (or another template) for the ``k``-th comprehension of a clone
-    (its names numbered)."""
-    tree = ast.parse(template.replace("_K", f"_{k}"), mode="eval")
+def _batch_expression(k: int) -> ast.expr:
+    """``_BATCH`` for the ``k``-th comprehension of a clone (its names numbered)."""
+    tree = ast.parse(_BATCH.replace("_K", f"_{k}"), mode="eval")
     return tree.body
 
 
@@ -676,8 +674,7 @@ class _Replace(ast.NodeTransformer):
         self.made.append((known, ast.copy_location(make, node),
                           isinstance(loop.target, ast.Tuple)))
         items = loop.iter
-        loop.iter = _Fill({"ITEMS": copy.deepcopy(items)}).visit(
-            _batch_expression(k, _BATCH_ITEMS))
+        loop.iter = ast.Name(f"_dac_it_{k}", ast.Load())
         parts = {"ITEMS": items, "COMP": node, "KNOWN": ast.Name(known, ast.Load()),
                  "VALUES": [ast.Name(u, ast.Load()) for u in used]}
         return ast.copy_location(_Fill(parts).visit(_batch_expression(k)), node)
