@@ -150,6 +150,43 @@ def test_a_spawn_that_never_returns_ends_the_run_with_a_clear_message(tmp_path):
     assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in started), 5)
 
 
+# a spawned child that never reaches MPI_Init: its sibling does, makes MPICH's node
+# segment for the pair, and waits for it at the first barrier
+STALLED_CHILD = """import os, sys, time
+if os.environ.get("PMI_RANK") == "1" and sys.argv[:1] == ["-c"]:
+    time.sleep(300)
+"""
+
+
+def _mpi_shm_files():
+    uid = os.getuid()
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return set()
+    return {n for n in names if n.startswith("mpich_shm_")
+            and os.lstat(os.path.join("/dev/shm", n)).st_uid == uid}
+
+
+def test_a_spawn_that_times_out_leaves_no_shared_memory_behind(tmp_path):
+    # the children the deadline killed had made MPICH's node segment (2 MB for two;
+    # 270 MB for 256 leaves on this machine): it stayed in /dev/shm after the run
+    (tmp_path / "sitecustomize.py").write_text(STALLED_CHILD)
+    before = _mpi_shm_files()
+    env = tagged_env("x")
+    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), env["PYTHONPATH"]]),
+               DAC_SPAWN_TIMEOUT="10")
+    code, out, err, seconds = run_script(
+        [sys.executable, "examples/fib.py", "15"], timeout=60, env=env)
+    assert code == 1, (out, err)
+    assert "dac: starting 2 process(es) on this machine did not finish within 10 s " \
+           "(DAC_SPAWN_TIMEOUT)" in err
+    left = _mpi_shm_files() - before
+    for name in left:               # (not left for the next test to trip on)
+        os.unlink(os.path.join("/dev/shm", name))
+    assert left == set()
+
+
 EXITING = os.path.join(HERE, "scripts", "exiting_task.py")
 
 

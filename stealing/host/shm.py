@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Iterable
 
 from stealing.host.procs import descendants
@@ -75,6 +76,15 @@ def sweep_unused_shm(since: float) -> int:
     unlink_shm(p for p in fresh if p not in used)
     ours = mapped_shm(_descendants())
     return sum(1 for p in fresh if p in ours)
+
+
+def sweep_unused_shm_waiting(since: float, seconds: float) -> None:
+    """``sweep_unused_shm(since)`` again every 0.1 s, for up to ``seconds``, while
+    processes started by this one still map such files: processes just killed
+    unmap theirs when they end, which a loaded machine does late."""
+    deadline = time.monotonic() + seconds
+    while sweep_unused_shm(since) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _shm_in_maps(path: str, pattern: re.Pattern[str] = NAME) -> set[str]:

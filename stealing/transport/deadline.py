@@ -6,8 +6,11 @@ process that died, a process manager that stopped starting processes), they neve
 return, and a Ctrl-C cannot reach Python code until they do. A ``Deadline`` watches
 such a call from a thread: when the call has not returned in time, or a check says it
 cannot, it says which call and why, ends the process manager dac started and the
-processes below it, removes this process's MPI shared memory, and exits with status
-1: a clear end instead of a process that spins for ever.
+processes below it, removes this process's MPI shared memory and the files those
+processes made since the call began (MPICH's node segment of a spawn's children, made
+by the first of them to reach ``MPI_Init``: 2-270 MB, left in ``/dev/shm`` until the
+machine reboots), and exits with status 1: a clear end instead of a process that
+spins for ever.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ import time
 from typing import Callable
 
 from stealing.host.procs import children_named, descendants, signal_all
-from stealing.host.shm import own_shm, unlink_shm
+from stealing.host.shm import own_shm, sweep_unused_shm_waiting, unlink_shm
 
 
 # how long a link's MPI_Comm_disconnect, or MPI_Finalize, may take: both return at
 # once when every peer did its part (under a second, measured), never when one cannot
 CLOSE_S = 30.0
+
+# how long an expired deadline waits for the processes it killed to unmap their files
+UNMAP_S = 5.0
 
 
 class Deadline:
@@ -39,10 +45,12 @@ class Deadline:
                  check: Callable[[], str | None] | None = None) -> None:
         self.seconds, self.timeout_text, self.check = seconds, timeout_text, check
         self.done = threading.Event()
+        self.began = time.time()
         self.thread = threading.Thread(target=self._watch, daemon=True,
                                        name="dac-mpi-deadline")
 
     def __enter__(self) -> "Deadline":
+        self.began = time.time()    # files made from now on may be the call's
         self.thread.start()
         return self
 
@@ -59,12 +67,13 @@ class Deadline:
                 self._expire(why)
 
     def _expire(self, why: str) -> None:
-        """Say ``why``, end the process manager, its processes and this process's
-        shared memory, and exit."""
+        """Say ``why``, end the process manager, its processes, this process's
+        shared memory and the files they made during the call, and exit."""
         if self.done.is_set():
             return
         sys.stderr.write(f"dac: {why}. Ending the run (pid {os.getpid()}).\n")
         sys.stderr.flush()
         signal_all(descendants(children_named("mpiexec")), signal.SIGKILL)
         unlink_shm(own_shm())
+        sweep_unused_shm_waiting(self.began, UNMAP_S)
         os._exit(1)         # (its folders go with the next root: see make_run_dir)

@@ -25,12 +25,17 @@ import signal
 import sys
 import sysconfig
 import threading
-import time
 from types import FrameType, ModuleType
 from typing import Collection, Iterable, NoReturn, TypedDict
 
 from stealing.host.losses import make_run_dir
-from stealing.host.shm import own_shm, sweep_hydra_files, sweep_unused_shm, unlink_shm
+from stealing.host.shm import (
+    own_shm,
+    sweep_hydra_files,
+    sweep_unused_shm,
+    sweep_unused_shm_waiting,
+    unlink_shm,
+)
 from stealing.transport.deadline import CLOSE_S, Deadline
 from stealing.transport.mpi_env import set_defaults as set_mpi_defaults
 
@@ -245,9 +250,7 @@ def sweep_shm_after(since: float | None) -> None:
     exits (a loaded machine ends killed processes late)."""
     if since is None:
         return
-    deadline = time.monotonic() + SWEEP_S
-    while sweep_unused_shm(since) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    sweep_unused_shm_waiting(since, SWEEP_S)
     first = _state["sweep_at_exit"]
     if first is None:
         atexit.register(_sweep_at_exit, os.getpid())
