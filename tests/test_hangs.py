@@ -154,6 +154,10 @@ def test_a_spawn_that_never_returns_ends_the_run_with_a_clear_message(tmp_path):
 # segment for the pair, and waits for it at the first barrier
 STALLED_CHILD = """import os, sys, time
 if os.environ.get("PMI_RANK") == "1" and sys.argv[:1] == ["-c"]:
+    mark = os.environ.get("DAC_TEST_STALLED")
+    if mark:
+        with open(mark, "w") as f:
+            f.write(str(os.getpid()))
     time.sleep(300)
 """
 
@@ -181,10 +185,46 @@ def test_a_spawn_that_times_out_leaves_no_shared_memory_behind(tmp_path):
     assert code == 1, (out, err)
     assert "dac: starting 2 process(es) on this machine did not finish within 10 s " \
            "(DAC_SPAWN_TIMEOUT)" in err
+    _assert_no_new_shm(before)
+
+
+def _assert_no_new_shm(before):
     left = _mpi_shm_files() - before
     for name in left:               # (not left for the next test to trip on)
         os.unlink(os.path.join("/dev/shm", name))
     assert left == set()
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_signal_during_a_spawn_ends_the_run_at_once(tmp_path, how):
+    # MPI_Comm_spawn holds the root until it returns: Python ran the handler only
+    # then (a spawn of 256 processes on 2 cores took minutes), or at the deadline
+    import subprocess
+    import time
+    (tmp_path / "sitecustomize.py").write_text(STALLED_CHILD)
+    stalled = tmp_path / "stalled"
+    before = _mpi_shm_files()
+    tag = new_tag()
+    env = tagged_env(tag)
+    env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), env["PYTHONPATH"]]),
+               DAC_SPAWN_TIMEOUT="100", DAC_TEST_STALLED=str(stalled))
+    proc = subprocess.Popen([sys.executable, "examples/fib.py", "15"], env=env,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    assert wait_for(lambda: stalled.exists() and stalled.read_text(), 60)
+    time.sleep(1.0)                 # its sibling in MPI_Init, the root in the spawn
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)      # what a terminal's Ctrl-C does
+    else:
+        os.kill(proc.pid, signal.SIGTERM)
+    code, out, err, seconds = finish(proc, 60)
+    assert wait_for_no_processes(tag, timeout=10) == {}
+    assert wait_for(lambda: not os.path.exists(f"/proc/{stalled.read_text()}"), 5)
+    name, status = ("Ctrl-C", 130) if how == "ctrl-c" else ("SIGTERM", 143)
+    assert code == status and seconds < 20, (code, seconds, err)
+    assert f"dac: interrupted ({name}) while starting 2 process(es) on this machine" \
+        in err, err
+    _assert_no_new_shm(before)
 
 
 EXITING = os.path.join(HERE, "scripts", "exiting_task.py")

@@ -498,7 +498,8 @@ class Node(Membership):
         """Every child said BYE: complete the sends and close the links."""
         self.mailbox.flush(timeout=10)
         with Deadline(CLOSE_S, f"closing the links to {len(self.comms)} group(s) of "
-                      f"children after their BYE did not finish within {CLOSE_S:.0f} s"):
+                      f"children after their BYE did not finish within {CLOSE_S:.0f} s",
+                      doing=f"closing the links to {len(self.comms)} group(s) of children"):
             for comm in self.comms:
                 comm.Disconnect()
         self.comms = []

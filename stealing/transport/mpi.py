@@ -36,7 +36,7 @@ from stealing.host.shm import (
     sweep_unused_shm_waiting,
     unlink_shm,
 )
-from stealing.transport.deadline import CLOSE_S, Deadline
+from stealing.transport.deadline import CLOSE_S, Deadline, end_run_on
 from stealing.transport.mpi_env import set_defaults as set_mpi_defaults
 
 
@@ -178,6 +178,7 @@ def _exit_cleanly_on_sigterm() -> None:
         return
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_sigterm)
+        end_run_on(_on_sigterm)     # (also in a call MPI holds: a Deadline's)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
@@ -275,7 +276,8 @@ def _finalize() -> None:
             if mpi4py.rc.finalize is False:
                 with Deadline(CLOSE_S, f"MPI_Finalize did not return within "
                               f"{CLOSE_S:.0f} s (a process of a run ended without "
-                              f"closing its link?): exiting without it"):
+                              f"closing its link?): exiting without it",
+                              doing="MPI_Finalize"):
                     MPI.Finalize()
     except Exception:                                       # noqa: BLE001
         pass

@@ -67,7 +67,8 @@ def spawn(MPI: ModuleType, count: int, host: str | None = None,
         seconds, f"starting {count} process(es) on {where} did not finish within "
         f"{seconds:.0f} s (DAC_SPAWN_TIMEOUT): MPI could not start them there (is the "
         f"host up, and reachable by the MPI launcher?)",
-        _loss_check(run_dir, count, where) if watch_losses and run_dir else None)
+        _loss_check(run_dir, count, where) if watch_losses and run_dir else None,
+        doing=f"starting {count} process(es) on {where}")
     try:
         with deadline:
             comm = MPI.COMM_SELF.Spawn(exe, args=args, maxprocs=count, info=info,
