@@ -64,9 +64,7 @@ def spawn(MPI: ModuleType, count: int, host: str | None = None,
     where = host or "this machine"
     seconds = spawn_timeout()
     deadline = Deadline(
-        seconds, f"starting {count} process(es) on {where} did not finish within "
-        f"{seconds:.0f} s (DAC_SPAWN_TIMEOUT): MPI could not start them there (is the "
-        f"host up, and reachable by the MPI launcher?)",
+        seconds, _timeout_text(count, where, seconds, local=not host),
         _loss_check(run_dir, count, where) if watch_losses and run_dir else None,
         doing=f"starting {count} process(es) on {where}")
     try:
@@ -83,6 +81,22 @@ def spawn(MPI: ModuleType, count: int, host: str | None = None,
     if bad:
         raise SpawnRefused(count, host, f"MPI_Comm_spawn failed: error codes {bad}")
     return comm
+
+
+def _timeout_text(count: int, where: str, seconds: float, local: bool) -> str:
+    """Why a spawn did not return in time, and what to try: on another host, the host
+    or its launcher; here, the machine's cores (one call of 256 processes on 2 cores
+    had not returned after 500 s, where 4 routers' calls of 64 took 37 s)."""
+    said = f"starting {count} process(es) on {where} did not finish within " \
+           f"{seconds:.0f} s (DAC_SPAWN_TIMEOUT): "
+    if not local:
+        return said + "MPI could not start them there (is the host up, and reachable " \
+                      "by the MPI launcher?)"
+    cores = os.cpu_count() or 1
+    return said + f"a process did not reach MPI_Init, or {count} processes in one " \
+                  f"call are too many for this machine's {cores} core(s) (give more " \
+                  f"time, or a smaller min_procs: routers then start them in " \
+                  f"calls of their own, side by side)"
 
 
 def alone_under_srun() -> bool:
