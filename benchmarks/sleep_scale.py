@@ -135,6 +135,16 @@ def ceiling(leaves: int, nodes: int, ms: float, seed: int) -> float:
     return share * ms / 1000.0 / (end - began)
 
 
+ROLES = ("leaf", "router", "root")
+
+
+def cpu_a_node(stats: dict, nodes: int) -> dict[str, float]:
+    """Microseconds of CPU a node of the job, summed over each role's processes (their
+    own records of the job): where the cores go when the leaves outnumber them."""
+    return {role: 1e6 * sum(p.get("cpu_s", 0.0) for p in stats["processes"]
+                            if p["role"] == role) / nodes for role in ROLES}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--leaves", type=int, default=32)
@@ -178,7 +188,8 @@ def main() -> int:
             wakes = sum(p.get("wakes", 0) for p in st["processes"] if p["role"] == "leaf")
             runs[name].append((ideal / report.elapsed_s, report.elapsed_s, routers,
                                st["steals_split"], st["split_tasks"], startup,
-                               wakes / nodes, memory, startup_steps(warm.stats)))
+                               wakes / nodes, memory, startup_steps(warm.stats),
+                               cpu_a_node(st, nodes)))
     top = statistics.median(ceilings) if ceilings else None
     if ceilings:
         print(f"ceiling ({args.leaves} plain processes, each sleeping {nodes // args.leaves}"
@@ -198,6 +209,8 @@ def main() -> int:
               f"{', '.join(str(r[4]) for r in rs)}; the leaves' wakes a node "
               f"{', '.join(f'{r[6]:.2f}' for r in rs)}; memory after the job (PSS) "
               f"{'; '.join(r[7] for r in rs)}")
+        print(f"{name:8s} CPU a node in the job (us; leaves / routers / root): "
+              f"{'; '.join(' / '.join(f'{r[9][k]:.0f}' for k in ROLES) for r in rs)}")
         print(f"{name:8s} start-up steps of the median leaf (s): "
               f"{'; '.join(r[8] for r in rs)}")
     return 0

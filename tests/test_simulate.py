@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import simulate
-from sleep_scale import count, startup_steps, tree_bound
+from sleep_scale import count, cpu_a_node, startup_steps, tree_bound
 
 from stealing.tree import policy as policy_module
 
@@ -103,6 +103,14 @@ def test_sleep_scale_reports_the_median_leafs_start_up_steps():
     assert startup_steps(stats) == ("launch and interpreter 2.00 / MPI_Init 5.00 / "
                                     "INIT 0.01 / imports 0.50 / ready 7.00")
     assert startup_steps({"processes": [{"role": "leaf"}]}) == "not recorded"
+
+
+def test_sleep_scale_sums_each_roles_cpu_a_node():
+    stats = {"processes": [
+        {"role": "root", "cpu_s": 0.02}, {"role": "router", "cpu_s": 0.5},
+        {"role": "router", "cpu_s": 0.3}, {"role": "leaf", "cpu_s": 2.0},
+        {"role": "leaf", "cpu_s": 1.0}, {"role": "leaf"}]}
+    assert cpu_a_node(stats, 10_000) == {"leaf": 300.0, "router": 80.0, "root": 2.0}
 
 
 def test_the_sleep_trees_own_bound_is_a_schedule_without_overhead():
