@@ -210,3 +210,42 @@ def dump_stacks(tag: str, wait_s: float = 1.0) -> None:
         except OSError:
             pass
     time.sleep(wait_s if pids else 0)
+
+
+# a spawned child that never reaches MPI_Init: its sibling does, makes MPICH's node
+# segment for the pair, and waits for it at the first barrier
+STALLED_CHILD = """import os, sys, time
+if os.environ.get("PMI_RANK") == "1" and sys.argv[:1] == ["-c"]:
+    mark = os.environ.get("DAC_TEST_STALLED")
+    if mark:
+        with open(mark, "w") as f:
+            f.write(str(os.getpid()))
+    time.sleep(300)
+"""
+
+
+def mpi_shm_files() -> set:
+    """The names of this user's MPICH shared-memory files in ``/dev/shm``."""
+    uid = os.getuid()
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return set()
+    mine = set()
+    for n in names:
+        try:
+            if n.startswith("mpich_shm_") and \
+                    os.lstat(os.path.join("/dev/shm", n)).st_uid == uid:
+                mine.add(n)
+        except OSError:             # (removed meanwhile)
+            pass
+    return mine
+
+
+def assert_no_new_shm(before: set) -> None:
+    """No MPICH shared-memory file beyond ``before`` (any found is removed, so that
+    the next test does not trip on it)."""
+    left = mpi_shm_files() - before
+    for name in left:
+        os.unlink(os.path.join("/dev/shm", name))
+    assert left == set()

@@ -10,10 +10,13 @@ import sys
 import pytest
 
 from proctools import (
+    STALLED_CHILD,
+    assert_no_new_shm,
     dac_processes,
     finish,
     launch,
     marked_pids,
+    mpi_shm_files,
     new_tag,
     tagged_env,
     wait_for,
@@ -150,33 +153,11 @@ def test_a_spawn_that_never_returns_ends_the_run_with_a_clear_message(tmp_path):
     assert wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in started), 5)
 
 
-# a spawned child that never reaches MPI_Init: its sibling does, makes MPICH's node
-# segment for the pair, and waits for it at the first barrier
-STALLED_CHILD = """import os, sys, time
-if os.environ.get("PMI_RANK") == "1" and sys.argv[:1] == ["-c"]:
-    mark = os.environ.get("DAC_TEST_STALLED")
-    if mark:
-        with open(mark, "w") as f:
-            f.write(str(os.getpid()))
-    time.sleep(300)
-"""
-
-
-def _mpi_shm_files():
-    uid = os.getuid()
-    try:
-        names = os.listdir("/dev/shm")
-    except OSError:
-        return set()
-    return {n for n in names if n.startswith("mpich_shm_")
-            and os.lstat(os.path.join("/dev/shm", n)).st_uid == uid}
-
-
 def test_a_spawn_that_times_out_leaves_no_shared_memory_behind(tmp_path):
     # the children the deadline killed had made MPICH's node segment (2 MB for two;
     # 270 MB for 256 leaves on this machine): it stayed in /dev/shm after the run
     (tmp_path / "sitecustomize.py").write_text(STALLED_CHILD)
-    before = _mpi_shm_files()
+    before = mpi_shm_files()
     env = tagged_env("x")
     env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), env["PYTHONPATH"]]),
                DAC_SPAWN_TIMEOUT="10")
@@ -186,14 +167,7 @@ def test_a_spawn_that_times_out_leaves_no_shared_memory_behind(tmp_path):
     assert "dac: starting 2 process(es) on this machine did not finish within 10 s " \
            "(DAC_SPAWN_TIMEOUT): a process did not reach MPI_Init, or 2 processes in " \
            f"one call are too many for this machine's {os.cpu_count()} core(s)" in err
-    _assert_no_new_shm(before)
-
-
-def _assert_no_new_shm(before):
-    left = _mpi_shm_files() - before
-    for name in left:               # (not left for the next test to trip on)
-        os.unlink(os.path.join("/dev/shm", name))
-    assert left == set()
+    assert_no_new_shm(before)
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
@@ -204,7 +178,7 @@ def test_a_signal_during_a_spawn_ends_the_run_at_once(tmp_path, how):
     import time
     (tmp_path / "sitecustomize.py").write_text(STALLED_CHILD)
     stalled = tmp_path / "stalled"
-    before = _mpi_shm_files()
+    before = mpi_shm_files()
     tag = new_tag()
     env = tagged_env(tag)
     env.update(PYTHONPATH=os.pathsep.join([str(tmp_path), env["PYTHONPATH"]]),
@@ -225,7 +199,7 @@ def test_a_signal_during_a_spawn_ends_the_run_at_once(tmp_path, how):
     assert code == status and seconds < 20, (code, seconds, err)
     assert f"dac: interrupted ({name}) while starting 2 process(es) on this machine" \
         in err, err
-    _assert_no_new_shm(before)
+    assert_no_new_shm(before)
 
 
 EXITING = os.path.join(HERE, "scripts", "exiting_task.py")

@@ -467,6 +467,37 @@ def test_dac_up_ended_while_its_leaves_start_leaves_no_tree(how, tmp_path, monke
     assert wait_for(lambda: not servers(), 30) and warm.status() is None
 
 
+def test_dac_up_interrupted_while_a_spawn_holds_its_server_ends_it_at_once(
+        tmp_path, monkeypatch):
+    """MPI holds the server in a spawn (here a leaf that never reaches MPI_Init):
+    `dac up`'s SIGTERM to it waited for the spawn's return, and its SIGKILL 10 s
+    later left MPI's shared memory in /dev/shm. The spawn's watcher ends it now."""
+    from dac import warm_tree as warm
+    from proctools import STALLED_CHILD, assert_no_new_shm, mpi_shm_files, tagged_env
+    folder = str(tmp_path / "tree")
+    (tmp_path / "sitecustomize.py").write_text(STALLED_CHILD)
+    stalled = tmp_path / "stalled"
+    monkeypatch.setenv("DAC_TREE_DIR", folder)
+    monkeypatch.setenv("DAC_SPAWN_TIMEOUT", "100")
+    monkeypatch.setenv("DAC_TEST_STALLED", str(stalled))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path), tagged_env("x")["PYTHONPATH"]]))
+    before = mpi_shm_files()
+    tag = new_tag()
+    proc = launch([DAC, "up", "--procs", "2"], tag, cwd=ROOT)
+    assert wait_for(lambda: stalled.exists() and stalled.read_text(), 60)
+    time.sleep(1.0)                 # its sibling in MPI_Init, the server in the spawn
+    os.killpg(proc.pid, signal.SIGINT)              # what a terminal's Ctrl-C does
+    code, out, err, seconds = finish(proc, 60)
+    assert code in (130, -signal.SIGINT) and seconds < 5, (code, seconds, err)
+    assert wait_for_no_processes(tag, timeout=10) == {}
+    assert warm.status() is None
+    with open(os.path.join(folder, "tree.log")) as f:
+        assert "dac: interrupted (SIGTERM) while starting 2 process(es) on this " \
+               "machine" in f.read()
+    assert_no_new_shm(before)
+
+
 def test_a_server_whose_starter_ends_unacknowledged_stops_after_it_is_up(tmp_path,
                                                                           monkeypatch):
     """Even once its tree is up and the tree file written, a server whose `dac up`

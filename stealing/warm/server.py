@@ -29,6 +29,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from stealing.exceptions import LostProcessError
+from stealing.transport.deadline import end_run_on
 from stealing.transport.protocol import Output, ScriptEnv
 from stealing.tree.tasks import Blob, TaskId
 from stealing.warm import folder as W
@@ -91,8 +92,11 @@ class TreeServer:
     def start(self) -> None:
         """Spawn the tree, wait for every leaf, then listen and write the tree file.
         SIGTERM (``dac up`` interrupted) ends a start too, taking down what it
-        spawned so far (the default action would leave the tree behind)."""
+        spawned so far (the default action would leave the tree behind), at once
+        also in the middle of a spawn (``end_run_on``: MPI holds the server there,
+        and ``dac up`` killed it 10 s later, leaving MPI's shared memory)."""
         signal.signal(signal.SIGTERM, _raise_exit)
+        end_run_on(_raise_exit)
         self.sched = self._fresh_tree()
         path = os.path.join(self.folder, W.SOCKET_FILE)
         if os.path.lexists(path):
