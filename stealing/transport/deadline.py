@@ -95,10 +95,14 @@ class _SignalWatch:
         return ending
 
     def stop(self) -> None:
-        """The wakeup fd as it was (main thread), then this one closed: the watcher
-        finds it so at its next look (a closed socket has no fd a new file could
-        have taken)."""
+        """The wakeup fd as it was (main thread), a byte that wakes the watcher, then
+        this one closed: the watcher finds it so (a closed socket has no fd a new
+        file could have taken) and goes."""
         signal.set_wakeup_fd(self.before)
+        try:
+            self.write.send(b"\0")
+        except OSError:
+            pass
         self.read.close()
         self.write.close()
 
