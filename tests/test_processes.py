@@ -209,12 +209,15 @@ def test_ctrl_c_in_a_terminal_under_dac_run_raises_keyboard_interrupt(tmp_path):
 def test_ctrl_c_in_the_middle_of_a_spawn_leaves_no_process_and_no_shared_memory():
     """The interrupt comes while MPI_Comm_spawn starts 16 leaves: the processes it
     started are unknown to the tree, yet they end, and the MPI shared memory they
-    made goes (before: one segment left in /dev/shm each time)."""
+    made goes (before: one segment left in /dev/shm each time). The script catches
+    the KeyboardInterrupt once the spawn returns, or, where the spawn took 2 s more,
+    the spawn's watcher ended the run (``stealing.transport.deadline``)."""
     tag, t0 = new_tag(), time.time()
     proc = launch([sys.executable, os.path.join(HERE, "scripts", "cut_spawn.py"), "16",
                    "0.3"], tag)
     code, out, err, _ = finish(proc, 60)
-    assert "interrupted" in out and code == 130, (out, err[-2000:])
+    assert code == 130 and ("interrupted" in out or "dac: interrupted (Ctrl-C) while "
+                            "starting 16 process(es)" in err), (out, err[-2000:])
     assert wait_for_no_processes(tag, timeout=10) == {}
     assert leftover_shm(t0) == []
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Iterable
+from typing import Collection, Iterable
 
 from stealing.host.procs import descendants
 
@@ -51,11 +51,12 @@ def is_mpi_shm(name: str, pattern: re.Pattern[str] = NAME) -> bool:
     return pattern.fullmatch(name) is not None
 
 
-def sweep_unused_shm(since: float) -> int:
-    """Remove this user's MPI shared-memory files made after ``since`` that no live
-    process maps; returns how many such files processes started by this one still
-    map (they are ending). Those only other processes map (another job of this
-    user, running) are not counted: a loss does not wait for another job to end."""
+def sweep_unused_shm(since: float, named: Collection[str] = ()) -> int:
+    """Remove this user's MPI shared-memory files made after ``since`` (or among
+    ``named``, whenever made) that no live process maps; returns how many such files
+    processes started by this one still map (they are ending). Those only other
+    processes map (another job of this user, running) are not counted: a loss does
+    not wait for another job to end."""
     uid = os.getuid()
     try:
         names = [n for n in os.listdir(FOLDER) if n.startswith(PREFIXES)]
@@ -68,7 +69,8 @@ def sweep_unused_shm(since: float) -> int:
             st = os.lstat(path)
         except OSError:
             continue
-        if st.st_uid == uid and st.st_mtime >= since - 1 and is_mpi_shm(path):
+        if st.st_uid == uid and (st.st_mtime >= since - 1 or path in named) \
+                and is_mpi_shm(path):
             fresh.append(path)
     if not fresh:
         return 0
@@ -78,12 +80,13 @@ def sweep_unused_shm(since: float) -> int:
     return sum(1 for p in fresh if p in ours)
 
 
-def sweep_unused_shm_waiting(since: float, seconds: float) -> None:
-    """``sweep_unused_shm(since)`` again every 0.1 s, for up to ``seconds``, while
-    processes started by this one still map such files: processes just killed
+def sweep_unused_shm_waiting(since: float, seconds: float,
+                             named: Collection[str] = ()) -> None:
+    """``sweep_unused_shm(since, named)`` again every 0.1 s, for up to ``seconds``,
+    while processes started by this one still map such files: processes just killed
     unmap theirs when they end, which a loaded machine does late."""
     deadline = time.monotonic() + seconds
-    while sweep_unused_shm(since) and time.monotonic() < deadline:
+    while sweep_unused_shm(since, named) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 

@@ -12,9 +12,11 @@ by the first of them to reach ``MPI_Init``: 2-270 MB, left in ``/dev/shm`` until
 machine reboots), and exits with status 1: a clear end instead of a process that
 spins for ever.
 
-A Ctrl-C (or the root's SIGTERM) in such a call ends the run the same way, at once,
-with the status of the signal (130, 143): Python would run its handler only when the
-call returns, and a spawn of 256 processes on 2 cores took minutes. The watcher hears
+A Ctrl-C (or the root's SIGTERM) in such a call ends the run the same way, with the
+status of the signal (130, 143), if the call has not returned ``GRACE_S`` later:
+Python runs its handler only when the call returns (a ``KeyboardInterrupt`` the
+program may catch, and the run's own clean stop), and a spawn of 256 processes on 2
+cores had not after 500 s. The watcher hears
 of the signal through Python's wakeup file descriptor (``signal.set_wakeup_fd``,
 which Python's own C handler writes the signal's number to), set for the call where
 the call runs in the main thread; a signal whose handler is the program's own is left
@@ -33,7 +35,7 @@ import time
 from typing import Any, Callable
 
 from stealing.host.procs import children_named, descendants, signal_all
-from stealing.host.shm import own_shm, sweep_unused_shm_waiting, unlink_shm
+from stealing.host.shm import mapped_shm, own_shm, sweep_unused_shm_waiting, unlink_shm
 
 
 # how long a link's MPI_Comm_disconnect, or MPI_Finalize, may take: both return at
@@ -42,6 +44,10 @@ CLOSE_S = 30.0
 
 # how long an expired deadline waits for the processes it killed to unmap their files
 UNMAP_S = 5.0
+
+# how long a call may still take, after a signal that ends the run, to return by itself
+# (then Python's handler runs as usual: a spawn of 16 leaves here returns within 2 s)
+GRACE_S = 2.0
 
 
 # handlers that end the run, besides Python's own for SIGINT (``end_run_on``)
@@ -123,6 +129,7 @@ class Deadline:
         self.done = threading.Event()
         self.began = time.time()
         self.signals: _SignalWatch | None = None
+        self.interrupted: tuple[int, float] | None = None   # (signal, monotonic time)
         self.thread = threading.Thread(target=self._watch, daemon=True,
                                        name="dac-mpi-deadline")
 
@@ -148,11 +155,15 @@ class Deadline:
 
     def _pause(self) -> bool:
         """Wait ``POLL_S``; True once the call returned. A signal that ends the run,
-        taken meanwhile, ends it now."""
+        taken meanwhile, ends it if the call has not returned ``GRACE_S`` later."""
         if self.signals is None:
             return self.done.wait(self.POLL_S)
         signum = self.signals.wait(self.POLL_S)
-        if signum is not None and not self.done.is_set():
+        if signum is not None and self.interrupted is None:
+            self.interrupted = (signum, time.monotonic())
+        if self.interrupted is not None and not self.done.is_set() and \
+                time.monotonic() - self.interrupted[1] >= GRACE_S:
+            signum = self.interrupted[0]
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             self._expire(f"interrupted ({name}) while {self.doing}, a call MPI does "
                          f"not let Python interrupt", 128 + signum)
@@ -165,7 +176,9 @@ class Deadline:
             return
         sys.stderr.write(f"dac: {why}. Ending the run (pid {os.getpid()}).\n")
         sys.stderr.flush()
-        signal_all(descendants(children_named("mpiexec")), signal.SIGKILL)
+        victims = descendants(children_named("mpiexec"))
+        theirs = mapped_shm(victims)        # (made before the call too: a disconnect's)
+        signal_all(victims, signal.SIGKILL)
         unlink_shm(own_shm())
-        sweep_unused_shm_waiting(self.began, UNMAP_S)
+        sweep_unused_shm_waiting(self.began, UNMAP_S, theirs)
         os._exit(status)    # (its folders go with the next root: see make_run_dir)
