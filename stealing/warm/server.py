@@ -92,9 +92,10 @@ class TreeServer:
     def start(self) -> None:
         """Spawn the tree, wait for every leaf, then listen and write the tree file.
         SIGTERM (``dac up`` interrupted) ends a start too, taking down what it
-        spawned so far (the default action would leave the tree behind), at once
-        also in the middle of a spawn (``end_run_on``: MPI holds the server there,
-        and ``dac up`` killed it 10 s later, leaving MPI's shared memory)."""
+        spawned so far (the default action would leave the tree behind), also in
+        the middle of a spawn, 2 s on if the spawn has not returned (``end_run_on``:
+        MPI holds the server there, and ``dac up`` killed it 10 s later, leaving
+        MPI's shared memory)."""
         signal.signal(signal.SIGTERM, _raise_exit)
         end_run_on(_raise_exit)
         self.sched = self._fresh_tree()
