@@ -171,9 +171,10 @@ def test_a_spawn_that_times_out_leaves_no_shared_memory_behind(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
-def test_a_signal_during_a_spawn_ends_the_run_at_once(tmp_path, how):
+def test_a_signal_during_a_spawn_that_does_not_return_ends_the_run(tmp_path, how):
     # MPI_Comm_spawn holds the root until it returns: Python ran the handler only
-    # then (a spawn of 256 processes on 2 cores took minutes), or at the deadline
+    # then (a spawn of 256 processes on 2 cores took minutes), or at the deadline;
+    # now the spawn's watcher ends the run 2 s on (GRACE_S)
     import subprocess
     import time
     (tmp_path / "sitecustomize.py").write_text(STALLED_CHILD)

@@ -467,11 +467,11 @@ def test_dac_up_ended_while_its_leaves_start_leaves_no_tree(how, tmp_path, monke
     assert wait_for(lambda: not servers(), 30) and warm.status() is None
 
 
-def test_dac_up_interrupted_while_a_spawn_holds_its_server_ends_it_at_once(
+def test_dac_up_interrupted_while_a_spawn_holds_its_server_ends_it_without_waiting(
         tmp_path, monkeypatch):
     """MPI holds the server in a spawn (here a leaf that never reaches MPI_Init):
     `dac up`'s SIGTERM to it waited for the spawn's return, and its SIGKILL 10 s
-    later left MPI's shared memory in /dev/shm. The spawn's watcher ends it now."""
+    later left MPI's shared memory in /dev/shm. The spawn's watcher ends it 2 s on."""
     from dac import warm_tree as warm
     from proctools import STALLED_CHILD, assert_no_new_shm, mpi_shm_files, tagged_env
     folder = str(tmp_path / "tree")
